@@ -1,0 +1,19 @@
+import type { Config, ConfigWarning } from './config.js';
+import type { Database } from './db/client.js';
+import { openDatabase } from './db/open.js';
+import type { Logger } from './logger.js';
+import { createMemoryStore, createUpstashStore, type RateLimitStore } from './middleware/rate-limit-store.js';
+
+/** Logs what parseConfig found worth saying (spec §5, §8 rules 3 and 4). */
+export function logConfigWarnings(logger: Logger, warnings: ConfigWarning[]): void {
+  for (const warning of warnings) logger[warning.level](warning.event, { message: warning.message });
+}
+
+export function createRateLimitStore(config: Config): RateLimitStore {
+  const { store, storeTimeoutMs } = config.rateLimit;
+  return store ? createUpstashStore({ ...store, timeoutMs: storeTimeoutMs }) : createMemoryStore();
+}
+
+export function openConfiguredDatabase(config: Config): Promise<Database> {
+  return openDatabase({ url: config.database.url, migrationUrl: config.database.migrationUrl, poolMax: config.database.poolMax });
+}

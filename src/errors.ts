@@ -1,0 +1,132 @@
+import { HTTPException } from 'hono/http-exception';
+import type { Context } from 'hono';
+import type { ContentfulStatusCode } from 'hono/utils/http-status';
+import type { AppEnv } from './types.js';
+
+/** API.md "Errors": every code the service itself produces, with its one status. */
+export const ERROR_STATUS = {
+  VALIDATION_ERROR: 400,
+  UNAUTHORIZED: 401,
+  FORBIDDEN: 403,
+  NO_ACTIVE_ORGANIZATION: 403,
+  INSUFFICIENT_PERMISSIONS: 403,
+  ACCOUNT_SCHEDULED_FOR_DELETION: 403,
+  NOT_OWNER: 403,
+  NOT_FOUND: 404,
+  SLUG_CONFLICT: 409,
+  OWNERSHIP_CONSTRAINT: 409,
+  DEFAULT_ROLE: 409,
+  TARGET_NOT_ADMIN: 409,
+  PAYLOAD_TOO_LARGE: 413,
+  UNSUPPORTED_MEDIA_TYPE: 415,
+  RATE_LIMITED: 429,
+  INTERNAL_ERROR: 500,
+  SERVICE_UNAVAILABLE: 503,
+} as const satisfies Record<string, ContentfulStatusCode>;
+
+export type ErrorCode = keyof typeof ERROR_STATUS;
+
+export interface ErrorDetail {
+  path: string;
+  message: string;
+}
+
+export interface ErrorBody {
+  code: ErrorCode;
+  message: string;
+  details?: ErrorDetail[];
+}
+
+/** Thrown by handlers and middleware; rendered once, by `renderError`. */
+export class ApiError extends HTTPException {
+  readonly code: ErrorCode;
+  readonly details: ErrorDetail[] | undefined;
+  readonly headers: Record<string, string>;
+
+  constructor(
+    code: ErrorCode,
+    message: string,
+    options: { details?: ErrorDetail[]; headers?: Record<string, string>; cause?: unknown } = {},
+  ) {
+    super(ERROR_STATUS[code], { message, cause: options.cause });
+    this.code = code;
+    this.details = options.details;
+    this.headers = options.headers ?? {};
+  }
+
+  toBody(): ErrorBody {
+    return this.details ? { code: this.code, message: this.message, details: this.details } : { code: this.code, message: this.message };
+  }
+}
+
+/** Errors raised by the database driver when the server cannot be reached or the pool is exhausted. */
+export function isUnavailableError(error: unknown): boolean {
+  const seen = new Set<unknown>();
+  let current: unknown = error;
+  while (current && typeof current === 'object' && !seen.has(current)) {
+    seen.add(current);
+    const { code, message } = current as { code?: unknown; message?: unknown };
+    if (typeof code === 'string' && UNAVAILABLE_CODES.has(code)) return true;
+    if (typeof message === 'string' && /connection terminated|connect ECONNREFUSED|timeout exceeded when trying to connect/i.test(message)) return true;
+    current = (current as { cause?: unknown }).cause;
+  }
+  return false;
+}
+
+const UNAVAILABLE_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'EPIPE',
+  'ENOTFOUND',
+  'CONNECTION_CLOSED',
+  'CONNECTION_ENDED',
+  'CONNECTION_DESTROYED',
+  'CONNECT_TIMEOUT',
+  '57P01', // admin_shutdown
+  '57P02', // crash_shutdown
+  '57P03', // cannot_connect_now
+  '53300', // too_many_connections
+  '08000',
+  '08001',
+  '08003',
+  '08004',
+  '08006',
+]);
+
+/** Maps any thrown value to the contract's shape: `app.onError` is the one caller. */
+export function toApiError(error: unknown): ApiError {
+  if (error instanceof ApiError) return error;
+  if (error instanceof HTTPException) {
+    const status = error.status;
+    if (status === 413) return new ApiError('PAYLOAD_TOO_LARGE', 'Request body exceeds 1048576 bytes');
+    if (status === 400) return new ApiError('VALIDATION_ERROR', 'Malformed request');
+    if (status === 401) return new ApiError('UNAUTHORIZED', 'Unauthorized');
+    if (status === 403) return new ApiError('FORBIDDEN', 'Forbidden');
+    if (status === 404) return new ApiError('NOT_FOUND', 'Not found');
+    if (status === 415) return new ApiError('UNSUPPORTED_MEDIA_TYPE', 'Content-Type must be application/json');
+  }
+  if (isUnavailableError(error)) return new ApiError('SERVICE_UNAVAILABLE', 'Service temporarily unavailable', { cause: error });
+  return new ApiError('INTERNAL_ERROR', 'Internal server error', { cause: error });
+}
+
+export function renderError(error: unknown, c: Context<AppEnv>): Response {
+  const apiError = toApiError(error);
+  if (apiError.status >= 500) {
+    c.get('logger')?.error('request.failed', {
+      code: apiError.code,
+      error: describeError(apiError.cause ?? error),
+    });
+  }
+  const response = c.json(apiError.toBody(), apiError.status as ContentfulStatusCode, apiError.headers);
+  return response;
+}
+
+/** Name and message only: never a stack or a driver's parameter values in a log line. */
+export function describeError(error: unknown): { name: string; message: string; code?: string } {
+  if (error instanceof Error) {
+    const code = (error as { code?: unknown }).code;
+    return { name: error.name, message: error.message, ...(typeof code === 'string' ? { code } : {}) };
+  }
+  return { name: 'NonError', message: String(error) };
+}

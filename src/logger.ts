@@ -1,0 +1,60 @@
+export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
+export type LogFields = Record<string, unknown>;
+
+export interface Logger {
+  debug(event: string, fields?: LogFields): void;
+  info(event: string, fields?: LogFields): void;
+  warn(event: string, fields?: LogFields): void;
+  error(event: string, fields?: LogFields): void;
+  /** A logger whose every line also carries `fields` (the request id, say). */
+  child(fields: LogFields): Logger;
+}
+
+/** Where finished lines go: stdout on Node and Workers, an array in tests. */
+export type LogSink = (line: string, level: LogLevel) => void;
+
+const LEVELS: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error: 40 };
+
+/**
+ * Keys whose values never reach a log line, whatever the caller passes:
+ * passwords, cookies, Authorization headers, tokens, keys and secrets.
+ */
+const SECRET_KEY = /pass(word)?|cookie|authorization|token|secret|^key$|apikey|api_key|keyhash|key_hash|salt|session_?id/i;
+
+function redact(value: unknown, depth = 0): unknown {
+  if (depth > 6 || value === null || typeof value !== 'object') return value;
+  if (Array.isArray(value)) return value.map((item) => redact(item, depth + 1));
+  const out: Record<string, unknown> = {};
+  for (const [key, inner] of Object.entries(value)) {
+    out[key] = SECRET_KEY.test(key) ? '[redacted]' : redact(inner, depth + 1);
+  }
+  return out;
+}
+
+export const stdoutSink: LogSink = (line, level) => {
+  if (level === 'error' || level === 'warn') console.error(line);
+  else console.log(line);
+};
+
+export function createLogger(options: { sink?: LogSink; level?: LogLevel; base?: LogFields } = {}): Logger {
+  const { sink = stdoutSink, level: minLevel = 'info', base = {} } = options;
+  const write = (level: LogLevel, event: string, fields: LogFields = {}) => {
+    if (LEVELS[level] < LEVELS[minLevel]) return;
+    const record = redact({ time: new Date().toISOString(), level, event, ...base, ...fields });
+    sink(JSON.stringify(record), level);
+  };
+  return {
+    debug: (event, fields) => write('debug', event, fields),
+    info: (event, fields) => write('info', event, fields),
+    warn: (event, fields) => write('warn', event, fields),
+    error: (event, fields) => write('error', event, fields),
+    child: (fields) => createLogger({ sink, level: minLevel, base: { ...base, ...fields } }),
+  };
+}
+
+/** A logger that keeps its lines, for tests and for reading back what a request logged. */
+export function createMemoryLogger(level: LogLevel = 'debug'): Logger & { lines: LogFields[] } {
+  const lines: LogFields[] = [];
+  const logger = createLogger({ level, sink: (line) => lines.push(JSON.parse(line) as LogFields) });
+  return Object.assign(logger, { lines });
+}

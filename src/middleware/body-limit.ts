@@ -1,0 +1,44 @@
+import { bodyLimit as honoBodyLimit } from 'hono/body-limit';
+import type { MiddlewareHandler } from 'hono';
+import { ApiError } from '../errors.js';
+
+export const MAX_BODY_BYTES = 1_048_576;
+
+/**
+ * Spec §8 "Other limits": 413 before any handler runs. hono's bodyLimit checks
+ * an announced Content-Length up front and counts a chunked body as it
+ * streams; the runtime's HTTP parser never hands over more bytes than a
+ * Content-Length announces, so a lying header cannot smuggle a larger body.
+ */
+export function bodyLimit({ maxSize = MAX_BODY_BYTES }: { maxSize?: number } = {}): MiddlewareHandler {
+  return honoBodyLimit({
+    maxSize,
+    onError: () => {
+      throw new ApiError('PAYLOAD_TOO_LARGE', `Request body exceeds ${maxSize} bytes`);
+    },
+  });
+}
+
+const JSON_TYPE = /^application\/(?:[\w.+-]+\+)?json\s*(?:;|$)/i;
+
+/**
+ * API.md "Conventions": a JSON route given another content type answers 415.
+ * A request with a body must say it is JSON; one without a body passes.
+ */
+export function requireJson(): MiddlewareHandler {
+  return async function requireJson(c, next) {
+    const method = c.req.method;
+    if (method !== 'GET' && method !== 'HEAD' && method !== 'OPTIONS' && hasBody(c.req.raw)) {
+      const type = c.req.header('content-type') ?? '';
+      if (!JSON_TYPE.test(type)) throw new ApiError('UNSUPPORTED_MEDIA_TYPE', 'Content-Type must be application/json');
+    }
+    await next();
+  };
+}
+
+function hasBody(request: Request): boolean {
+  if (request.headers.has('transfer-encoding')) return true;
+  const length = request.headers.get('content-length');
+  if (length !== null) return length.trim() !== '0';
+  return request.body !== null;
+}

@@ -1,0 +1,128 @@
+import { Ratelimit } from '@upstash/ratelimit';
+import { Redis } from '@upstash/redis';
+import type { Clock } from '../types.js';
+
+export interface RateLimitTier {
+  name: 'global' | 'auth' | 'api';
+  limit: number;
+  /** Window length in seconds. */
+  window: number;
+}
+
+export interface RateLimitDecision {
+  success: boolean;
+  limit: number;
+  remaining: number;
+  /** Unix milliseconds when the window ends. */
+  reset: number;
+}
+
+/**
+ * Where counters live. Two implementations behave the same: fixed windows
+ * aligned to the epoch (as @upstash/ratelimit's fixedWindow), one atomic
+ * increment per decision, and a block marker with its own expiry.
+ */
+export interface RateLimitStore {
+  readonly kind: 'memory' | 'upstash';
+  limit(tier: RateLimitTier, identifier: string): Promise<RateLimitDecision>;
+  /** Unix milliseconds until which `identifier` is blocked in `tier`, or null. */
+  blockedUntil(tier: RateLimitTier, identifier: string): Promise<number | null>;
+  block(tier: RateLimitTier, identifier: string, until: number): Promise<void>;
+}
+
+const PREFIX = 'gatehouse:rl';
+
+/** Counters in a Redis-compatible store over its REST protocol: the production store (spec §8 rule 3). */
+export function createUpstashStore(options: { url: string; token: string; timeoutMs: number; prefix?: string }): RateLimitStore {
+  const prefix = options.prefix ?? PREFIX;
+  const redis = new Redis({
+    url: options.url,
+    token: options.token,
+    // A store that does not answer must not hold a request: each call aborts
+    // after timeoutMs and the middleware applies the tier's failure rule.
+    retry: false,
+    signal: () => AbortSignal.timeout(options.timeoutMs),
+    enableTelemetry: false,
+    enableAutoPipelining: false,
+  });
+  const limiters = new Map<string, Ratelimit>();
+  const limiterFor = (tier: RateLimitTier) => {
+    const key = `${tier.name}:${tier.limit}:${tier.window}`;
+    let limiter = limiters.get(key);
+    if (!limiter) {
+      limiter = new Ratelimit({
+        redis,
+        limiter: Ratelimit.fixedWindow(tier.limit, `${tier.window} s`),
+        prefix: `${prefix}:${tier.name}`,
+        // No in-process cache: every decision is the store's, so replicas agree.
+        ephemeralCache: false,
+        // Its own timeout lets requests through silently; ours throws instead.
+        timeout: 0,
+        analytics: false,
+      });
+      limiters.set(key, limiter);
+    }
+    return limiter;
+  };
+  const blockKey = (tier: RateLimitTier, identifier: string) => `${prefix}:${tier.name}:block:${identifier}`;
+
+  return {
+    kind: 'upstash',
+    async limit(tier, identifier) {
+      const { success, limit, remaining, reset } = await limiterFor(tier).limit(identifier);
+      return { success, limit, remaining, reset };
+    },
+    async blockedUntil(tier, identifier) {
+      const value = await redis.get<number | string>(blockKey(tier, identifier));
+      return value === null ? null : Number(value);
+    },
+    async block(tier, identifier, until) {
+      const seconds = Math.max(1, Math.ceil((until - Date.now()) / 1000));
+      await redis.set(blockKey(tier, identifier), until, { ex: seconds });
+    },
+  };
+}
+
+/**
+ * Counters in this process's memory: development and tests only (the config
+ * warns when it is used). Same windows and block semantics as the Upstash store.
+ */
+export function createMemoryStore(clock: Clock = () => new Date()): RateLimitStore {
+  const windows = new Map<string, { count: number; reset: number }>();
+  const blocks = new Map<string, number>();
+  let lastSweep = 0;
+
+  const sweep = (now: number) => {
+    if (now - lastSweep < 10_000) return;
+    lastSweep = now;
+    for (const [key, entry] of windows) if (entry.reset <= now) windows.delete(key);
+    for (const [key, until] of blocks) if (until <= now) blocks.delete(key);
+  };
+
+  return {
+    kind: 'memory',
+    async limit(tier, identifier) {
+      const now = clock().getTime();
+      sweep(now);
+      const windowMs = tier.window * 1000;
+      const bucket = Math.floor(now / windowMs);
+      const key = `${tier.name}:${identifier}:${bucket}`;
+      const entry = windows.get(key) ?? { count: 0, reset: (bucket + 1) * windowMs };
+      entry.count += 1;
+      windows.set(key, entry);
+      return {
+        success: entry.count <= tier.limit,
+        limit: tier.limit,
+        remaining: Math.max(0, tier.limit - entry.count),
+        reset: entry.reset,
+      };
+    },
+    async blockedUntil(tier, identifier) {
+      const until = blocks.get(`${tier.name}:${identifier}`);
+      return until !== undefined && until > clock().getTime() ? until : null;
+    },
+    async block(tier, identifier, until) {
+      blocks.set(`${tier.name}:${identifier}`, until);
+    },
+  };
+}

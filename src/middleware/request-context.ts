@@ -1,0 +1,32 @@
+import { requestId as honoRequestId } from 'hono/request-id';
+import type { MiddlewareHandler } from 'hono';
+import type { AppEnv } from '../types.js';
+import type { Logger } from '../logger.js';
+
+/**
+ * `X-Request-Id` on every response: the client's when well-formed (word
+ * characters, `-` and `=`, at most 128), a fresh UUID otherwise.
+ */
+export function requestId(): MiddlewareHandler<AppEnv> {
+  return honoRequestId({ headerName: 'X-Request-Id', limitLength: 128, generator: () => crypto.randomUUID() });
+}
+
+/**
+ * A logger carrying the request id for everything downstream, and one access
+ * line per request. The query string is never logged (it carries tokens:
+ * verification and magic links).
+ */
+export function accessLog({ logger, now = () => performance.now() }: { logger: Logger; now?: () => number }): MiddlewareHandler<AppEnv> {
+  return async function accessLog(c, next) {
+    const started = now();
+    const requestLogger = logger.child({ requestId: c.get('requestId') });
+    c.set('logger', requestLogger);
+    await next();
+    requestLogger.info('request', {
+      method: c.req.method,
+      path: c.req.path,
+      status: c.res.status,
+      durationMs: Math.round((now() - started) * 100) / 100,
+    });
+  };
+}

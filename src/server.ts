@@ -1,0 +1,64 @@
+import { serve } from '@hono/node-server';
+import { getConnInfo } from '@hono/node-server/conninfo';
+import { createApp } from './app.js';
+import { ConfigError, parseConfig } from './config.js';
+import { createRateLimitStore, logConfigWarnings, openConfiguredDatabase } from './deps.js';
+import { migrateToLatest } from './db/migrate.js';
+import { clientIpFromForwardedFor } from './middleware/rate-limit.js';
+import { createLogger } from './logger.js';
+import { describeError } from './errors.js';
+
+/** Node entry: the one place that reads process.env. */
+async function main(): Promise<void> {
+  let parsed;
+  try {
+    parsed = parseConfig(process.env);
+  } catch (error) {
+    if (error instanceof ConfigError) {
+      createLogger().error('config.invalid', { problems: error.problems });
+      process.exit(1);
+    }
+    throw error;
+  }
+  const { config, warnings } = parsed;
+  const logger = createLogger({ level: config.logLevel });
+  logConfigWarnings(logger, warnings);
+
+  const database = await openConfiguredDatabase(config);
+  if (config.database.migrateOnStart) await migrateToLatest(database, logger);
+
+  const app = createApp(
+    { config, database, rateLimitStore: createRateLimitStore(config), logger },
+    { clientIp: (c) => clientIpFromForwardedFor(c.req.header('x-forwarded-for')) ?? getConnInfo(c).remote.address },
+  );
+
+  const server = serve({ fetch: app.fetch, port: config.port, hostname: '0.0.0.0' }, (info) => {
+    logger.info('server.listening', { port: info.port, engine: database.kind, env: config.env });
+  });
+
+  let stopping = false;
+  const shutdown = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    logger.info('server.stopping', { signal });
+    const force = setTimeout(() => {
+      logger.error('server.stop_timeout', { afterMs: 10_000 });
+      process.exit(1);
+    }, 10_000);
+    force.unref();
+    // Stop accepting, let in-flight requests finish, then close the pool.
+    server.close(async () => {
+      await database.close().catch((error) => logger.error('db.close_failed', { error: describeError(error) }));
+      logger.info('server.stopped', {});
+      process.exit(0);
+    });
+    if ('closeIdleConnections' in server) server.closeIdleConnections();
+  };
+  process.on('SIGTERM', () => shutdown('SIGTERM'));
+  process.on('SIGINT', () => shutdown('SIGINT'));
+}
+
+main().catch((error) => {
+  createLogger().error('server.start_failed', { error: describeError(error) });
+  process.exit(1);
+});

@@ -1,0 +1,34 @@
+import type { Config } from './config.js';
+import type { Database as DatabaseHandle } from './db/client.js';
+import type { Logger } from './logger.js';
+import type { RateLimitStore } from './middleware/rate-limit-store.js';
+
+/** A source of "now": real time in production, a fixed or advancing clock in tests. */
+export type Clock = () => Date;
+
+/** What `createApp` is built from: each entry (Node, Workers, tests) builds its own. */
+export interface AppDeps {
+  config: Config;
+  database: DatabaseHandle;
+  rateLimitStore: RateLimitStore;
+  logger: Logger;
+  clock?: Clock;
+}
+
+/** The session a request carries, resolved once by the session middleware (spec §2 Session). */
+export interface EnrichedSession {
+  user: { id: string; email: string; name: string; role: 'superadmin' | 'admin' | 'user'; emailVerified: boolean };
+  session: { id: string; activeOrganizationId: string | null; expiresAt: string };
+  permissions: string[];
+}
+
+export type AppEnv = {
+  Variables: {
+    requestId: string;
+    logger: Logger;
+    /** Set by the session middleware; null when the request has no valid session. */
+    session: EnrichedSession | null;
+    /** The client address the rate limiter keys on (spec §8 rule 2). */
+    clientIp: string;
+  };
+};
