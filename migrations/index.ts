@@ -1,8 +1,15 @@
 import type { Migration } from 'kysely';
+import * as authTables from './0001_auth_tables.js';
+import * as rbac from './0002_rbac.js';
+import * as auditLogs from './0003_audit_logs.js';
 
 /**
  * Every migration, in order. Listed statically (not read from the file system)
  * so the same list works under Node, the test runner and a bundler.
  * Each file is frozen once merged: history is changed by adding a file.
  */
-export const migrations: Record<string, Migration> = {};
+export const migrations: Record<string, Migration> = {
+  '0001_auth_tables': authTables,
+  '0002_rbac': rbac,
+  '0003_audit_logs': auditLogs,
+};

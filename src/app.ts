@@ -1,35 +1,76 @@
+import type { MiddlewareHandler } from 'hono';
+import { createAuth } from './auth/auth.js';
+import { createMailer, type Mailer } from './auth/email.js';
+import { createSessionResolver } from './auth/session.js';
+import { createCookieCacheReader } from './auth/cookie-cache.js';
 import { ApiError, renderError } from './errors.js';
+import { createEvents, type Events } from './events.js';
 import { accessLog, requestId } from './middleware/request-context.js';
 import { securityHeaders } from './middleware/security-headers.js';
 import { cors } from './middleware/cors.js';
 import { bodyLimit } from './middleware/body-limit.js';
 import { rateLimit, type RateLimitOptions } from './middleware/rate-limit.js';
+import { session } from './middleware/session.js';
+import { denyUndeclared } from './middleware/guard.js';
 import { createRouter } from './router.js';
 import { healthRoutes } from './routes/health.js';
-import type { AppDeps } from './types.js';
+import { authRoutes } from './routes/auth.js';
+import { sessionRoutes } from './routes/session.js';
+import { adminRoutes } from './routes/admin.js';
+import type { AppDeps, AppEnv } from './types.js';
 
 export interface CreateAppOptions {
   /** How the entry finds the client address (Node: x-forwarded-for, else the socket; Workers: CF-Connecting-IP). */
   clientIp?: RateLimitOptions['clientIp'];
+  /** Replaces the configured mailer (tests capture mail with it). */
+  mailer?: Mailer;
+  events?: Events;
 }
 
 /**
  * The whole service: one middleware chain (request id and access log,
- * security headers, CORS, body limit, rate limit; session and guard come
- * next), then the route files. Composes; holds no logic.
+ * security headers, CORS, body limit, rate limit, session, deny-by-default),
+ * then the route files, each of which declares its access per route.
+ * Composes; holds no logic.
  */
 export function createApp(deps: AppDeps, options: CreateAppOptions = {}) {
   const { config, database, rateLimitStore, logger, clock = () => new Date() } = deps;
+  const db = database.db;
+  const events = options.events ?? createEvents();
+  const mailer = options.mailer ?? createMailer({ config, logger, events });
+  const auth = createAuth({ config, db, mailer, logger, events });
+  const readCookieCache = createCookieCacheReader(config);
+
   const app = createRouter();
+  const globals = new WeakSet<Function>();
+  const use = (middleware: MiddlewareHandler<AppEnv>) => {
+    globals.add(middleware);
+    app.use('*', middleware);
+  };
 
-  app.use('*', requestId());
-  app.use('*', accessLog({ logger }));
-  app.use('*', securityHeaders(config.csp));
-  app.use('*', cors({ origins: config.cors.origins }));
-  app.use('*', bodyLimit());
-  app.use('*', rateLimit({ config: config.rateLimit, store: rateLimitStore, clientIp: options.clientIp, clock }));
+  use(requestId());
+  use(accessLog({ logger }));
+  use(securityHeaders(config.csp));
+  use(cors({ origins: config.cors.origins }));
+  use(bodyLimit());
+  use(
+    rateLimit({
+      config: config.rateLimit,
+      store: rateLimitStore,
+      clientIp: options.clientIp,
+      // Identity without touching the database: a flood of junk cookies is
+      // limited by address before any session lookup.
+      identifyUser: async (c) => (await readCookieCache(c.req.raw.headers))?.userId ?? null,
+      clock,
+    }),
+  );
+  use(session({ resolve: createSessionResolver({ auth, db }) }));
+  use(denyUndeclared(globals));
 
-  app.route('/', healthRoutes({ db: database.db }));
+  app.route('/', healthRoutes({ db }));
+  app.route('/', authRoutes({ auth, config }));
+  app.route('/', sessionRoutes());
+  app.route('/', adminRoutes({ db }));
 
   app.notFound((c) => renderError(new ApiError('NOT_FOUND', 'Not found'), c));
   app.onError(renderError);

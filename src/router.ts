@@ -1,5 +1,6 @@
 import { OpenAPIHono, createRoute, type RouteConfig } from '@hono/zod-openapi';
 import { requireJson } from './middleware/body-limit.js';
+import { guard, type Access } from './middleware/guard.js';
 import type { z } from 'zod';
 import { ApiError, type ErrorDetail } from './errors.js';
 import type { AppEnv } from './types.js';
@@ -27,16 +28,18 @@ export function createRouter(): OpenAPIHono<AppEnv> {
 const jsonOnly = requireJson();
 
 /**
- * createRoute, plus what every route with a JSON body needs: the 415 check
- * before validation (API.md "Conventions") and a body that must be present.
+ * createRoute plus what every service route needs, in spec §4 order: the
+ * route's declared access (checked by the guard before anything reads the
+ * request), then for a JSON body the 415 check (API.md "Conventions") and a
+ * body that must be present, then zod validation.
  */
-export function defineRoute<const R extends RouteConfig>(config: R): R {
-  const body = config.request?.body;
-  if (!body) return createRoute(config);
-  const middleware = config.middleware === undefined ? [] : Array.isArray(config.middleware) ? config.middleware : [config.middleware];
+export function defineRoute<const R extends RouteConfig>(config: R & { access: Access }): R {
+  const { access, ...route } = config;
+  const own = route.middleware === undefined ? [] : Array.isArray(route.middleware) ? route.middleware : [route.middleware];
+  const body = route.request?.body;
   return createRoute({
-    ...config,
-    request: { ...config.request, body: { required: true, ...body } },
-    middleware: [jsonOnly, ...middleware],
-  });
+    ...route,
+    ...(body ? { request: { ...route.request, body: { required: true, ...body } } } : {}),
+    middleware: [guard(access), ...(body ? [jsonOnly] : []), ...own],
+  } as unknown as R);
 }

@@ -20,13 +20,17 @@ export interface EnrichedSession {
   user: { id: string; email: string; name: string; role: 'superadmin' | 'admin' | 'user'; emailVerified: boolean };
   session: { id: string; activeOrganizationId: string | null; expiresAt: string };
   permissions: string[];
+  /** When set, the account is scheduled for deletion (spec §2 User). Not part of the JSON session. */
+  deletedAt: string | null;
 }
 
 export type AppEnv = {
   Variables: {
     requestId: string;
     logger: Logger;
-    /** Set by the session middleware; null when the request has no valid session. */
+    /** Installed by the session middleware: resolves the session once, on first use. */
+    loadSession: () => Promise<EnrichedSession | null>;
+    /** The resolved session; set once loadSession has run (null: no valid session). */
     session: EnrichedSession | null;
     /** The client address the rate limiter keys on (spec §8 rule 2). */
     clientIp: string;

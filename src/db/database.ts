@@ -1,6 +1,143 @@
+import type { ColumnType, Generated, Insertable, Selectable, Updateable } from 'kysely';
+
 /**
  * The one source of table types (STYLE.md "Types flow from one place").
  * Column names are snake_case as in the migrations; JSON is camelCase.
  */
-// eslint-disable-next-line @typescript-eslint/no-empty-object-type
-export interface DB {}
+
+type Timestamp = ColumnType<Date, Date | string | undefined, Date | string>;
+type NullableTimestamp = ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
+
+export type PlatformRoleColumn = 'superadmin' | 'admin' | 'user';
+
+export interface UsersTable {
+  id: Generated<string>;
+  name: string;
+  email: string;
+  email_verified: Generated<boolean>;
+  image: string | null;
+  role: Generated<PlatformRoleColumn>;
+  deleted_at: NullableTimestamp;
+  created_at: Timestamp;
+  updated_at: Timestamp;
+}
+
+export interface SessionsTable {
+  id: Generated<string>;
+  user_id: string;
+  token: string;
+  expires_at: Timestamp;
+  ip_address: string | null;
+  user_agent: string | null;
+  active_organization_id: string | null;
+  created_at: Timestamp;
+  updated_at: Timestamp;
+}
+
+export interface AccountsTable {
+  id: Generated<string>;
+  user_id: string;
+  account_id: string;
+  provider_id: string;
+  access_token: string | null;
+  refresh_token: string | null;
+  id_token: string | null;
+  access_token_expires_at: NullableTimestamp;
+  refresh_token_expires_at: NullableTimestamp;
+  scope: string | null;
+  password: string | null;
+  created_at: Timestamp;
+  updated_at: Timestamp;
+}
+
+export interface VerificationsTable {
+  id: Generated<string>;
+  identifier: string;
+  value: string;
+  expires_at: Timestamp;
+  created_at: Timestamp;
+  updated_at: Timestamp;
+}
+
+export interface OrganizationsTable {
+  id: Generated<string>;
+  name: string;
+  slug: string;
+  logo: string | null;
+  metadata: string | null;
+  created_at: Timestamp;
+}
+
+export interface MembersTable {
+  id: Generated<string>;
+  organization_id: string;
+  user_id: string;
+  /** The organization plugin's own role string; `role_id` is the source of truth for permissions. */
+  role: Generated<string>;
+  role_id: string | null;
+  created_at: Timestamp;
+}
+
+export interface InvitationsTable {
+  id: Generated<string>;
+  organization_id: string;
+  email: string;
+  role: string | null;
+  status: Generated<string>;
+  inviter_id: string;
+  expires_at: Timestamp;
+  created_at: Timestamp;
+}
+
+export interface PermissionsTable {
+  id: Generated<string>;
+  resource: string;
+  action: string;
+  description: string;
+}
+
+export interface RolesTable {
+  id: Generated<string>;
+  tenant_id: string;
+  name: string;
+  slug: string;
+  description: Generated<string>;
+  is_default: Generated<boolean>;
+  created_at: Timestamp;
+  updated_at: Timestamp;
+}
+
+export interface RolePermissionsTable {
+  role_id: string;
+  permission_id: string;
+}
+
+export interface AuditLogsTable {
+  id: Generated<string>;
+  tenant_id: string | null;
+  actor_id: string | null;
+  action: string;
+  metadata: ColumnType<Record<string, unknown>, string, never>;
+  request_id: string | null;
+  created_at: ColumnType<Date, Date | string | undefined, never>;
+}
+
+export interface DB {
+  users: UsersTable;
+  sessions: SessionsTable;
+  accounts: AccountsTable;
+  verifications: VerificationsTable;
+  organizations: OrganizationsTable;
+  members: MembersTable;
+  invitations: InvitationsTable;
+  permissions: PermissionsTable;
+  roles: RolesTable;
+  role_permissions: RolePermissionsTable;
+  audit_logs: AuditLogsTable;
+}
+
+export type User = Selectable<UsersTable>;
+export type Role = Selectable<RolesTable>;
+export type NewRole = Insertable<RolesTable>;
+export type RoleUpdate = Updateable<RolesTable>;
+export type Member = Selectable<MembersTable>;

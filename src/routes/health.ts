@@ -1,6 +1,7 @@
 import { z } from '@hono/zod-openapi';
 import { sql, type Kysely } from 'kysely';
 import { ApiError } from '../errors.js';
+import { access } from '../middleware/guard.js';
 import { createRouter, defineRoute } from '../router.js';
 
 const HealthSchema = z.object({ status: z.literal('ok') }).openapi('Health');
@@ -8,6 +9,7 @@ const HealthSchema = z.object({ status: z.literal('ok') }).openapi('Health');
 const route = defineRoute({
   method: 'get',
   path: '/api/health',
+  access: access.public(),
   summary: 'Liveness and database reachability',
   responses: {
     200: { description: 'The service and its database answer', content: { 'application/json': { schema: HealthSchema } } },

@@ -1,0 +1,105 @@
+import { betterAuth, type BetterAuthOptions } from 'better-auth';
+import { magicLink, organization } from 'better-auth/plugins';
+import type { Kysely } from 'kysely';
+import type { Config } from '../config.js';
+import type { DB } from '../db/database.js';
+import type { Events } from '../events.js';
+import { describeError } from '../errors.js';
+import type { Logger } from '../logger.js';
+import type { Mailer } from './email.js';
+import { emails } from './email-templates.js';
+import { authDatabaseAdvancedOptions, authSchemaOptions, organizationPluginSchema } from './schema.js';
+
+export const AUTH_BASE_PATH = '/api/auth';
+export const COOKIE_PREFIX = 'gatehouse';
+
+/** Spec §2 "Session" settings. */
+export const SESSION_SETTINGS = {
+  expiresIn: 7 * 24 * 60 * 60,
+  updateAge: 24 * 60 * 60,
+  cookieCache: { enabled: true, maxAge: 5 * 60 },
+} as const;
+
+export interface AuthDeps {
+  config: Config;
+  db: Kysely<DB>;
+  mailer: Mailer;
+  logger: Logger;
+  events: Events;
+}
+
+/**
+ * better-auth on our database and our tables (spec §1, §5). The library's own
+ * rate limiter is off (ours runs in front of it) and so is its admin plugin
+ * (spec §4 rule 5: `/api/auth/admin/*` is not served).
+ */
+export function createAuth({ config, db, mailer, logger, events }: AuthDeps) {
+  const send = async (message: Parameters<Mailer['send']>[0]) => mailer.send(message);
+  const options = {
+    appName: 'Gatehouse',
+    baseURL: config.auth.url,
+    basePath: AUTH_BASE_PATH,
+    secret: config.auth.secret,
+    // Spec §5: APP_URL is the only trusted origin; the library's CSRF and
+    // origin checks refuse the rest.
+    trustedOrigins: [config.auth.appUrl],
+    database: { db: db as Kysely<any>, type: 'postgres', transaction: true },
+    ...authSchemaOptions,
+    user: { ...authSchemaOptions.user, deleteUser: { enabled: false }, changeEmail: { enabled: false } },
+    session: { ...authSchemaOptions.session, ...SESSION_SETTINGS },
+    emailAndPassword: {
+      enabled: true,
+      requireEmailVerification: true,
+      minPasswordLength: 8,
+      maxPasswordLength: 128,
+      revokeSessionsOnPasswordReset: true,
+      sendResetPassword: ({ user, url }) => send(emails.resetPassword(user.email, url)),
+    },
+    emailVerification: {
+      sendOnSignUp: true,
+      autoSignInAfterVerification: true,
+      expiresIn: 60 * 60,
+      sendVerificationEmail: ({ user, url }) => send(emails.verification(user.email, url)),
+    },
+    socialProviders: {
+      // Spec §5 Flows: each provider only when both its id and secret are set.
+      ...(config.oauth.google ? { google: { ...config.oauth.google, redirectURI: `${config.auth.url}${AUTH_BASE_PATH}/callback/google` } } : {}),
+      ...(config.oauth.github ? { github: { ...config.oauth.github, redirectURI: `${config.auth.url}${AUTH_BASE_PATH}/callback/github` } } : {}),
+    },
+    plugins: [
+      magicLink({
+        expiresIn: 5 * 60,
+        storeToken: 'hashed',
+        sendMagicLink: ({ email, url }) => send(emails.magicLink(email, url)),
+      }),
+      organization({
+        schema: organizationPluginSchema,
+        sendInvitationEmail: async ({ id, email, organization: org, inviter }) =>
+          send(emails.invitation(email, `${config.auth.appUrl}/accept-invitation/${id}`, org.name, inviter.user.name)),
+      }),
+    ],
+    rateLimit: { enabled: false },
+    telemetry: { enabled: false },
+    advanced: {
+      database: authDatabaseAdvancedOptions,
+      cookiePrefix: COOKIE_PREFIX,
+      // `Secure` and the `__Secure-` prefix exactly when AUTH_URL is https.
+      useSecureCookies: config.auth.secureCookies,
+      defaultCookieAttributes: { httpOnly: true, sameSite: 'lax', secure: config.auth.secureCookies },
+      ipAddress: { ipAddressHeaders: ['x-forwarded-for'] },
+    },
+    logger: {
+      level: 'warn',
+      log: (level, message, ...args) => {
+        const fields = { message, ...(args.length ? { detail: args.map((arg) => (arg instanceof Error ? describeError(arg) : String(arg))) } : {}) };
+        if (level === 'error') logger.error('auth.library', fields);
+        else if (level === 'warn') logger.warn('auth.library', fields);
+        else logger.debug('auth.library', fields);
+      },
+    },
+  } satisfies BetterAuthOptions;
+  void events;
+  return betterAuth(options);
+}
+
+export type Auth = ReturnType<typeof createAuth>;

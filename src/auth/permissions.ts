@@ -1,0 +1,58 @@
+/**
+ * Spec §2 "Permission" and "Role" as data: the resources, their actions, the
+ * 17 default permission strings and the four default roles. Everything else
+ * (seeding, validation, the guard) reads this table.
+ */
+export const RESOURCE_ACTIONS = {
+  users: ['read', 'write', 'delete'],
+  organizations: ['read', 'write', 'delete'],
+  members: ['read', 'write', 'delete'],
+  invitations: ['read', 'write', 'delete'],
+  roles: ['read', 'write', 'delete'],
+  api_keys: ['read', 'write'],
+} as const;
+
+type ResourceActions = typeof RESOURCE_ACTIONS;
+export type Resource = keyof ResourceActions;
+export type Permission = { [R in Resource]: `${R}:${ResourceActions[R][number]}` }[Resource];
+
+/** `<resource>:<action>` with the spec's allowed parts (spec §2 Permission). */
+export const PERMISSION_PATTERN = /^(users|organizations|members|invitations|roles|api_keys):(read|write|delete)$/;
+
+export const ALL_PERMISSIONS: readonly Permission[] = Object.entries(RESOURCE_ACTIONS).flatMap(([resource, actions]) =>
+  actions.map((action) => `${resource}:${action}` as Permission),
+);
+
+const READ_ONLY = ALL_PERMISSIONS.filter((permission) => permission.endsWith(':read'));
+
+export const PLATFORM_ROLES = ['superadmin', 'admin', 'user'] as const;
+export type PlatformRole = (typeof PLATFORM_ROLES)[number];
+
+/** Spec §2 "Role": default roles, seeded for every new organization. */
+export const DEFAULT_ROLES = [
+  { slug: 'owner', name: 'Owner', description: 'Full control of the organization', permissions: ALL_PERMISSIONS },
+  {
+    slug: 'admin',
+    name: 'Admin',
+    description: 'Manages the organization, except deleting it or its users',
+    permissions: ALL_PERMISSIONS.filter((p) => p !== 'organizations:delete' && p !== 'users:delete'),
+  },
+  { slug: 'member', name: 'Member', description: 'Read-only access', permissions: READ_ONLY },
+  { slug: 'viewer', name: 'Viewer', description: 'Read-only access', permissions: READ_ONLY },
+] as const satisfies readonly { slug: string; name: string; description: string; permissions: readonly Permission[] }[];
+
+export type DefaultRoleSlug = (typeof DEFAULT_ROLES)[number]['slug'];
+
+export function isPermission(value: string): value is Permission {
+  return (ALL_PERMISSIONS as readonly string[]).includes(value);
+}
+
+/** Spec §4 step 7: all listed permissions must be granted (AND). */
+export function hasAll(granted: readonly string[], required: readonly string[]): boolean {
+  return required.every((permission) => granted.includes(permission));
+}
+
+/** The required permissions that `granted` lacks, sorted (for INSUFFICIENT_PERMISSIONS details). */
+export function missing(granted: readonly string[], required: readonly string[]): string[] {
+  return required.filter((permission) => !granted.includes(permission)).sort();
+}

@@ -1,0 +1,98 @@
+import type { Context, MiddlewareHandler } from 'hono';
+import { matchedRoutes } from 'hono/route';
+import { ApiError } from '../errors.js';
+import { hasAll, type Permission, type PlatformRole } from '../auth/permissions.js';
+import type { AppEnv, EnrichedSession } from '../types.js';
+
+/**
+ * How a route is reached (spec §4 and API.md "access"): public, optional-auth,
+ * or a session with optional platform roles, an active organization and a
+ * permission list. Declared once per route, in its definition.
+ */
+export type Access =
+  | { kind: 'public' }
+  | { kind: 'optional' }
+  | {
+      kind: 'session';
+      platformRoles?: readonly PlatformRole[];
+      organization?: boolean;
+      permissions?: readonly Permission[];
+      /** Spec §5: the few routes an account scheduled for deletion may still use. */
+      allowScheduledForDeletion?: boolean;
+    };
+
+export const access = {
+  public: (): Access => ({ kind: 'public' }),
+  optional: (): Access => ({ kind: 'optional' }),
+  session: (options: Omit<Extract<Access, { kind: 'session' }>, 'kind'> = {}): Access => ({ kind: 'session', ...options }),
+  permissions: (...permissions: Permission[]): Access => ({ kind: 'session', organization: true, permissions }),
+  platform: (...platformRoles: PlatformRole[]): Access => ({ kind: 'session', platformRoles }),
+};
+
+/** The session, loaded at most once per request (the session middleware installs the loader). */
+export async function loadSession(c: Context<AppEnv>): Promise<EnrichedSession | null> {
+  return c.get('loadSession')();
+}
+
+/** The session of a route whose access requires one: the guard has already refused requests without. */
+export function sessionOf(c: Context<AppEnv>): EnrichedSession {
+  const session = c.get('session');
+  if (!session) throw new ApiError('UNAUTHORIZED', 'Authentication required');
+  return session;
+}
+
+const guards = new WeakMap<Function, Access>();
+
+/** Spec §4: the global guard's seven steps, in order, for one route's declared access. */
+export function guard(declared: Access): MiddlewareHandler<AppEnv> {
+  const middleware: MiddlewareHandler<AppEnv> = async function guard(c, next) {
+    await check(c, declared);
+    return next();
+  };
+  guards.set(middleware, declared);
+  return middleware;
+}
+
+/** The access a route declared, for the route-walk test and the OpenAPI document. */
+export function declaredAccess(handler: Function): Access | undefined {
+  return guards.get(handler);
+}
+
+async function check(c: Context<AppEnv>, declared: Access): Promise<void> {
+  // 1. Public: no session needed.
+  if (declared.kind === 'public') return;
+  // 2. Fetch the session (once per request).
+  const session = await loadSession(c);
+  // 3. Optional-auth: allowed either way, the session (if any) is attached.
+  if (declared.kind === 'optional') return;
+  // 4. No session: 401.
+  if (!session) throw new ApiError('UNAUTHORIZED', 'Authentication required');
+  // 5. Platform roles.
+  if (declared.platformRoles && !declared.platformRoles.includes(session.user.role)) {
+    throw new ApiError('FORBIDDEN', 'Forbidden');
+  }
+  // 6. Active organization (also implied by a permission list).
+  const needsOrganization = declared.organization || (declared.permissions?.length ?? 0) > 0;
+  if (needsOrganization && !session.session.activeOrganizationId) {
+    throw new ApiError('NO_ACTIVE_ORGANIZATION', 'No active organization');
+  }
+  // 7. Permissions: AND over the list; a superadmin passes.
+  if (declared.permissions && session.user.role !== 'superadmin' && !hasAll(session.permissions, declared.permissions)) {
+    throw new ApiError('INSUFFICIENT_PERMISSIONS', 'Insufficient permissions');
+  }
+}
+
+/**
+ * Deny by default (spec §1 principle 1): a request that reaches an endpoint
+ * whose definition declared no access is treated as "session required".
+ * `globals` are the app-wide middleware, which are not endpoints.
+ */
+export function denyUndeclared(globals: WeakSet<Function>): MiddlewareHandler<AppEnv> {
+  return async function denyUndeclared(c, next) {
+    const handlers = matchedRoutes(c).map((route) => route.handler);
+    const endpoint = handlers.some((handler) => !globals.has(handler) && handler !== denyUndeclared);
+    const declared = handlers.some((handler) => guards.has(handler));
+    if (endpoint && !declared) await check(c, { kind: 'session' });
+    return next();
+  };
+}
