@@ -52,7 +52,13 @@ async function main(): Promise<void> {
       logger.info('server.stopped', {});
       process.exit(0);
     });
-    if ('closeIdleConnections' in server) server.closeIdleConnections();
+    if ('closeIdleConnections' in server) {
+      const http1 = server;
+      http1.closeIdleConnections();
+      // A keep-alive socket whose in-flight request ends after close() would
+      // otherwise hold the exit for keepAliveTimeout (and past the force timeout).
+      setInterval(() => http1.closeIdleConnections(), 100).unref();
+    }
   };
   process.on('SIGTERM', () => shutdown('SIGTERM'));
   process.on('SIGINT', () => shutdown('SIGINT'));
