@@ -8,6 +8,7 @@ export default defineConfig({
     testTimeout: 30_000,
     hookTimeout: 60_000,
     pool: 'forks',
+    globalSetup: ['tests/support/global-setup.ts'],
     env: { NODE_ENV: 'test' },
   },
 });

@@ -12,6 +12,7 @@ export default defineConfig({
     testTimeout: 60_000,
     hookTimeout: 120_000,
     pool: 'forks',
+    globalSetup: ['tests/support/global-setup.ts'],
     env: { NODE_ENV: 'test', GATEHOUSE_TEST_SERVERS: 'required' },
   },
 });

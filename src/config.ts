@@ -75,8 +75,8 @@ export const ConfigSchema = z.object({
 
   CRON_SECRET: z.string().min(16, { message: 'must be at least 16 characters' }).optional(),
   DOCS_ENABLED: z
-    .enum(['true', 'false', '1', '0'], { message: 'must be true or false' })
-    .transform((value) => value === 'true' || value === '1')
+    .enum(['true', 'false', '1', '0', 'yes', 'no'], { message: 'must be true or false' })
+    .transform((value) => value === 'true' || value === '1' || value === 'yes')
     .optional(),
   ACCOUNT_DELETION_GRACE_DAYS: int(30, 0, 3650),
   API_KEY_AUTH: z.enum(['enabled', 'disabled']).optional().default('disabled'),
@@ -161,12 +161,14 @@ function pickKnown(record: Record<string, unknown>): Record<string, string> {
 function parseCorsOrigins(value: string, production: boolean): Config['cors']['origins'] {
   const entries = value
     .split(',')
-    .map((entry) => entry.trim().replace(/\/+$/, ''))
+    .map((entry) => entry.trim().replace(/\/+$/, '').toLowerCase())
     .filter(Boolean);
   const explicit = entries.filter((entry) => entry !== '*');
-  if (entries.includes('*') && explicit.length === 0) return production ? 'disabled' : '*';
-  // Spec §8 CORS rule 2: `*` beside explicit origins is dropped silently.
-  return explicit;
+  if (!entries.includes('*')) return explicit;
+  // Spec §8 CORS rule 3: outside production `*` allows every origin.
+  if (!production) return '*';
+  // Rule 2: in production a lone `*` disables CORS; beside explicit origins it is dropped silently.
+  return explicit.length === 0 ? 'disabled' : explicit;
 }
 
 /**
@@ -185,7 +187,9 @@ export function parseConfig(
   }
   const raw = parsed.data;
   const production = raw.NODE_ENV === 'production';
-  const development = raw.NODE_ENV === 'development' || raw.NODE_ENV === 'test';
+  const development = raw.NODE_ENV === 'development';
+  // Spec §5: insecure defaults are refused in any non-development environment
+  // (`test` included) and on a hosted deployment whatever NODE_ENV says.
   const strictSecrets = hosted || !development;
   const problems: string[] = [];
   const warnings: ConfigWarning[] = [];

@@ -33,10 +33,15 @@ describe('parseConfig', () => {
       expect(error.problems).toHaveLength(1);
     });
 
-    it('is not required in development or test (a development default fills in)', () => {
-      for (const env of ['development', 'test']) {
-        const { config } = parseConfig({ NODE_ENV: env });
-        expect(config.auth.secret.length).toBeGreaterThanOrEqual(32);
+    it('is not required in development (a development default fills in)', () => {
+      const { config } = parseConfig({ NODE_ENV: 'development' });
+      expect(config.auth.secret.length).toBeGreaterThanOrEqual(32);
+    });
+
+    it('is required under NODE_ENV=test, which is not development (spec §5)', () => {
+      expect(refusal({ NODE_ENV: 'test' }).message).toContain('AUTH_SECRET');
+      for (const secret of [EXAMPLE_AUTH_SECRET, LIBRARY_DEFAULT_SECRET]) {
+        expect(refusal({ NODE_ENV: 'test', AUTH_SECRET: secret }).message).toContain('AUTH_SECRET');
       }
     });
 
@@ -219,7 +224,7 @@ describe('parseConfig', () => {
 
     it('NODE_ENV defaults to development; test also gets the embedded database', () => {
       expect(parseConfig({}).config.env).toBe('development');
-      expect(parseConfig({ NODE_ENV: 'test' }).config.database.url).toBe('pglite://.data/db');
+      expect(parseConfig({ NODE_ENV: 'test', AUTH_SECRET: GOOD_SECRET }).config.database.url).toBe('pglite://.data/db');
     });
 
     it('in production', () => {

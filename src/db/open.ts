@@ -4,6 +4,11 @@ import { APP_ROLE, openPostgres, type Database, type OpenOptions } from './clien
 import type { DB } from './database.js';
 
 /** Opens `postgres://…` on a server, or `pglite://<dir>` / `pglite://memory` embedded (Node only). */
+export interface PgliteDatabase extends Database {
+  /** A tarball of the whole data directory (tests load it instead of running initdb and migrations again). */
+  dumpDataDir(): Promise<Blob>;
+}
+
 export async function openDatabase(options: OpenOptions): Promise<Database> {
   return options.url.startsWith('pglite://') ? openPglite(options) : openPostgres(options);
 }
@@ -19,7 +24,7 @@ export async function openDatabase(options: OpenOptions): Promise<Database> {
  * SET ROLE, and owner work (migrations) holds the one connection, leaves the
  * role, and enters it again when done.
  */
-export async function openPglite(options: OpenOptions): Promise<Database> {
+export async function openPglite(options: OpenOptions & { loadDataDir?: Blob }): Promise<PgliteDatabase> {
   const [{ PGlite }, { createPgConfig }, pg] = await Promise.all([
     import('@electric-sql/pglite'),
     import('@electric-sql/pglite/node-postgres'),
@@ -27,7 +32,7 @@ export async function openPglite(options: OpenOptions): Promise<Database> {
   ]);
   const location = options.url.slice('pglite://'.length);
   if (location !== 'memory') await mkdir(location, { recursive: true });
-  const pglite = location === 'memory' ? new PGlite() : new PGlite(location);
+  const pglite = location === 'memory' ? new PGlite({ loadDataDir: options.loadDataDir }) : new PGlite(location);
   await pglite.waitReady;
 
   const pool = new pg.default.Pool({ ...createPgConfig(pglite), max: 1, idleTimeoutMillis: 0 });
@@ -55,5 +60,6 @@ export async function openPglite(options: OpenOptions): Promise<Database> {
       await db.destroy();
       await pglite.close();
     },
+    dumpDataDir: () => pglite.dumpDataDir('none'),
   };
 }

@@ -77,8 +77,9 @@ export function createUpstashStore(options: { url: string; token: string; timeou
       return value === null ? null : Number(value);
     },
     async block(tier, identifier, until) {
-      const seconds = Math.max(1, Math.ceil((until - Date.now()) / 1000));
-      await redis.set(blockKey(tier, identifier), until, { ex: seconds });
+      // Milliseconds: a TTL rounded up to whole seconds would keep the block
+      // up to a second past `until` (the in-memory store ends it at `until`).
+      await redis.set(blockKey(tier, identifier), until, { px: Math.max(1, until - Date.now()) });
     },
   };
 }

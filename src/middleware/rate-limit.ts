@@ -98,7 +98,7 @@ export function rateLimit({ config, store, clientIp = (c) => clientIpFromForward
     try {
       decision = await store.limit(globalTier, identity);
     } catch (error) {
-      logger?.warn('rate_limit.store_failed', { tier: 'global', failOpen: true, error: String((error as Error)?.message ?? error) });
+      logger?.error('rate_limit.store_failed', { tier: 'global', failOpen: true, error: String((error as Error)?.message ?? error) });
     }
     if (decision && !decision.success) throw tooMany(decision, clock());
     return next();

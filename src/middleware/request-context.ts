@@ -21,7 +21,13 @@ export function accessLog({ logger, now = () => performance.now() }: { logger: L
     const started = now();
     const requestLogger = logger.child({ requestId: c.get('requestId') });
     c.set('logger', requestLogger);
-    await next();
+    try {
+      await next();
+    } catch (thrown) {
+      // hono hands only Error instances to onError; anything else thrown would
+      // reach the adapter raw (no contract body, no headers, no log line).
+      throw thrown instanceof Error ? thrown : new Error(`Non-error thrown: ${String(thrown)}`);
+    }
     requestLogger.info('request', {
       method: c.req.method,
       path: c.req.path,

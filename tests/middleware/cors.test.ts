@@ -117,6 +117,17 @@ describe('CORS (spec §8)', () => {
       expect(pre.headers.get('access-control-allow-origin')).toBe(OTHER_ORIGIN);
       expect(pre.headers.get('access-control-allow-methods')).toContain('POST');
     });
+
+    it('allows every origin when * stands beside explicit origins (rule 3)', () => {
+      const { config, warnings } = parseConfig({ NODE_ENV: 'development', CORS_ORIGIN: 'https://app.example.com, *' });
+      expect(config.cors.origins).toBe('*');
+      expect(warnings.map((w) => w.event)).not.toContain('config.cors_disabled');
+    });
+
+    it('compares origins case-insensitively', () => {
+      const { config } = parseConfig({ NODE_ENV: 'development', CORS_ORIGIN: 'HTTPS://App.Example.com/' });
+      expect(config.cors.origins).toEqual(['https://app.example.com']);
+    });
   });
 
   describe('* in production', () => {

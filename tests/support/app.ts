@@ -7,6 +7,9 @@ import { openTestDatabase, type TestDatabase } from './database.js';
 import { testServers } from './servers.js';
 import { startUpstashServer } from './upstash-server.js';
 
+/** A random secret per test process: `test` is held to production's secret rules (spec §5). */
+export const TEST_SECRET = `test-secret-${crypto.randomUUID()}`;
+
 export interface TestClock {
   (): Date;
   set(at: Date | number): void;
@@ -50,7 +53,7 @@ export interface TestAppOptions extends CreateAppOptions {
 
 /** A fresh app on a fresh, migrated database: the one way tests build the service. */
 export async function createTestApp(options: TestAppOptions = {}) {
-  const { config } = parseConfig({ NODE_ENV: 'test', RATE_LIMIT_ENABLED: 'false', ...options.env });
+  const { config } = parseConfig({ NODE_ENV: 'test', AUTH_SECRET: TEST_SECRET, RATE_LIMIT_ENABLED: 'false', ...options.env });
   const clock = options.clock ?? createTestClock();
   const logger = createMemoryLogger();
   const database = options.database ?? (await openTestDatabase());

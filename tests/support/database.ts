@@ -1,4 +1,6 @@
+import { readFile } from 'node:fs/promises';
 import postgres from 'postgres';
+import { inject } from 'vitest';
 import { openPostgres, type Database } from '../../src/db/client.js';
 import { openPglite } from '../../src/db/open.js';
 import { migrateToLatest } from '../../src/db/migrate.js';
@@ -32,7 +34,9 @@ export async function openTestDatabase(options: { migrate?: boolean } = {}): Pro
       },
     };
   } else {
-    database = await openPglite({ url: 'pglite://memory' });
+    const snapshot = options.migrate === false ? null : inject('pgliteSnapshot');
+    const loadDataDir = snapshot ? new Blob([await readFile(snapshot)]) : undefined;
+    database = await openPglite({ url: 'pglite://memory', loadDataDir });
   }
   if (options.migrate !== false) await migrateToLatest(database);
   return { ...database, engine: servers ? 'postgres' : 'pglite' };
