@@ -96,33 +96,43 @@ export async function up(db: Kysely<any>): Promise<void> {
   `.execute(db);
 
   // The session's state in one statement (spec §4: "permissions are resolved
-  // once when the session is fetched"): the user's current platform role and
-  // deletion mark, whether the session row still stands, and the permission
-  // strings of the member's role in the active organization. It names the
-  // tenant itself (transaction-local) so row-level security applies to the
-  // role tables; it runs as the caller (SECURITY INVOKER).
+  // once when the session is fetched"): whether the session row still
+  // stands, its active organization as stored now (not as a 5-minute cookie
+  // cache remembers it), the user's current platform role and deletion mark,
+  // and the permission strings of the member's role in that organization (or
+  // in p_organization_id when given). It names the tenant itself
+  // (transaction-local) so row-level security applies to the role tables; it
+  // runs as the caller (SECURITY INVOKER).
   await sql`
-    CREATE FUNCTION session_state(p_session_id uuid, p_user_id uuid, p_organization_id uuid)
+    CREATE FUNCTION session_state(p_session_id uuid, p_user_id uuid, p_organization_id uuid DEFAULT NULL)
     RETURNS TABLE (
-      email          text,
-      name           text,
-      role           text,
-      email_verified boolean,
-      deleted_at     timestamptz,
-      session_valid  boolean,
-      member_id      uuid,
-      permissions    text[]
+      email                  text,
+      name                   text,
+      role                   text,
+      email_verified         boolean,
+      deleted_at             timestamptz,
+      session_valid          boolean,
+      active_organization_id uuid,
+      member_id              uuid,
+      permissions            text[]
     )
     LANGUAGE plpgsql VOLATILE
     AS $$
+    DECLARE
+      v_valid boolean := false;
+      v_active uuid;
+      v_org uuid;
     BEGIN
-      PERFORM set_config('app.tenant_id', coalesce(p_organization_id::text, ''), true);
+      SELECT true, s.active_organization_id INTO v_valid, v_active
+      FROM sessions s
+      WHERE s.id = p_session_id AND s.user_id = p_user_id AND s.expires_at > now();
+      v_valid := coalesce(v_valid, false);
+      v_org := coalesce(p_organization_id, v_active);
+      PERFORM set_config('app.tenant_id', coalesce(v_org::text, ''), true);
       RETURN QUERY
         SELECT u.email, u.name, u.role, u.email_verified, u.deleted_at,
-               EXISTS (
-                 SELECT 1 FROM sessions s
-                 WHERE s.id = p_session_id AND s.user_id = u.id AND s.expires_at > now()
-               ),
+               v_valid,
+               v_active,
                m.id,
                coalesce((
                  SELECT array_agg(p.resource || ':' || p.action ORDER BY p.resource, p.action)
@@ -130,7 +140,7 @@ export async function up(db: Kysely<any>): Promise<void> {
                  WHERE rp.role_id = m.role_id
                ), '{}')
         FROM users u
-        LEFT JOIN members m ON m.user_id = u.id AND m.organization_id = p_organization_id
+        LEFT JOIN members m ON m.user_id = u.id AND m.organization_id = v_org
         WHERE u.id = p_user_id;
     END
     $$

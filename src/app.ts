@@ -2,6 +2,7 @@ import type { MiddlewareHandler } from 'hono';
 import { createAuth } from './auth/auth.js';
 import { createMailer, type Mailer } from './auth/email.js';
 import { createSessionResolver } from './auth/session.js';
+import { registerOrganizationHandlers } from './auth/organizations.js';
 import { createCookieCacheReader } from './auth/cookie-cache.js';
 import { ApiError, renderError } from './errors.js';
 import { createEvents, type Events } from './events.js';
@@ -38,6 +39,7 @@ export function createApp(deps: AppDeps, options: CreateAppOptions = {}) {
   const db = database.db;
   const events = options.events ?? createEvents();
   const mailer = options.mailer ?? createMailer({ config, logger, events });
+  registerOrganizationHandlers({ events, db });
   const auth = createAuth({ config, db, mailer, logger, events });
   const readCookieCache = createCookieCacheReader(config);
 
@@ -68,7 +70,7 @@ export function createApp(deps: AppDeps, options: CreateAppOptions = {}) {
   use(denyUndeclared(globals));
 
   app.route('/', healthRoutes({ db }));
-  app.route('/', authRoutes({ auth, config }));
+  app.route('/', authRoutes({ auth, config, db }));
   app.route('/', sessionRoutes());
   app.route('/', adminRoutes({ db }));
 

@@ -1,7 +1,9 @@
 import { betterAuth, type BetterAuthOptions } from 'better-auth';
 import { magicLink, organization } from 'better-auth/plugins';
+import { defaultAc, ownerAc } from 'better-auth/plugins/organization/access';
 import type { Kysely } from 'kysely';
 import type { Config } from '../config.js';
+import { ambientAware } from '../db/ambient.js';
 import type { DB } from '../db/database.js';
 import type { Events } from '../events.js';
 import { describeError } from '../errors.js';
@@ -19,6 +21,10 @@ export const SESSION_SETTINGS = {
   updateAge: 24 * 60 * 60,
   cookieCache: { enabled: true, maxAge: 5 * 60 },
 } as const;
+
+const pluginAccess = {
+  roles: { owner: ownerAc, admin: defaultAc.newRole(ownerAc.statements), member: defaultAc.newRole(ownerAc.statements) },
+};
 
 export interface AuthDeps {
   config: Config;
@@ -43,7 +49,12 @@ export function createAuth({ config, db, mailer, logger, events }: AuthDeps) {
     // Spec §5: APP_URL is the only trusted origin; the library's CSRF and
     // origin checks refuse the rest.
     trustedOrigins: [config.auth.appUrl],
-    database: { db: db as Kysely<any>, type: 'postgres', transaction: true },
+    // `ambientAware`: inside runInTransaction the library's queries join our
+    // transaction (organization creation and its role seeding commit as one).
+    database: { db: ambientAware(db) as Kysely<any>, type: 'postgres', transaction: true },
+    // The plugin's role change would bypass the last-Owner and escalation
+    // rules: member roles change through /api/admin/members/:memberId only.
+    disabledPaths: ['/organization/update-member-role'],
     ...authSchemaOptions,
     user: { ...authSchemaOptions.user, deleteUser: { enabled: false }, changeEmail: { enabled: false } },
     session: { ...authSchemaOptions.session, ...SESSION_SETTINGS },
@@ -74,6 +85,16 @@ export function createAuth({ config, db, mailer, logger, events }: AuthDeps) {
       }),
       organization({
         schema: organizationPluginSchema,
+        // The plugin's own role checks let every member through; ours (the
+        // organization gate, by permission strings) decide. Its owner rules
+        // still apply to the `owner` role string we keep in step with roles.
+        roles: pluginAccess.roles,
+        organizationHooks: {
+          // Spec §6: raised by creation and awaited here, before the create call returns.
+          afterCreateOrganization: async ({ organization: created, user }) => {
+            await events.emit('ORGANIZATION_CREATED', { organizationId: created.id, creatorUserId: user.id });
+          },
+        },
         sendInvitationEmail: async ({ id, email, organization: org, inviter }) =>
           send(emails.invitation(email, `${config.auth.appUrl}/accept-invitation/${id}`, org.name, inviter.user.name)),
       }),
@@ -81,6 +102,11 @@ export function createAuth({ config, db, mailer, logger, events }: AuthDeps) {
     rateLimit: { enabled: false },
     telemetry: { enabled: false },
     advanced: {
+      // Explicit, never the library's default: left undefined, better-auth
+      // turns its origin/CSRF checks OFF whenever process.env.NODE_ENV is
+      // `test` or TEST is truthy (create-context: `isTest() ? true : false`).
+      disableOriginCheck: false,
+      disableCSRFCheck: false,
       database: authDatabaseAdvancedOptions,
       cookiePrefix: COOKIE_PREFIX,
       // `Secure` and the `__Secure-` prefix exactly when AUTH_URL is https.
@@ -98,7 +124,6 @@ export function createAuth({ config, db, mailer, logger, events }: AuthDeps) {
       },
     },
   } satisfies BetterAuthOptions;
-  void events;
   return betterAuth(options);
 }
 

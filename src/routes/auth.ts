@@ -1,9 +1,16 @@
 import { z } from '@hono/zod-openapi';
+import type { Context } from 'hono';
+import type { Kysely } from 'kysely';
 import type { Auth } from '../auth/auth.js';
+import { authorizeOrganizationCall, afterOrganizationCall, ORGANIZATION_TRANSACTIONAL_PATHS } from '../auth/organization-gate.js';
 import type { Config } from '../config.js';
+import { runInTransaction } from '../db/ambient.js';
+import type { DB } from '../db/database.js';
 import { ApiError } from '../errors.js';
 import { access, guard } from '../middleware/guard.js';
+import { normalizePath } from '../middleware/rate-limit.js';
 import { createRouter, defineRoute } from '../router.js';
+import type { AppEnv } from '../types.js';
 
 const providersRoute = defineRoute({
   method: 'get',
@@ -18,20 +25,48 @@ const providersRoute = defineRoute({
   },
 });
 
+/** Ends the ambient transaction with the library's own error response, rolling back whatever it wrote. */
+class Rollback extends Error {
+  constructor(readonly response: Response) {
+    super('rollback');
+  }
+}
+
 /**
  * `/api/auth/*` is the library's (spec §4): the request goes to its handler
- * as it came, behind the same middleware chain. Its own errors already have
- * the contract's `{ code, message }` shape; its bare 404s get ours.
+ * behind the same middleware chain. Organization-plugin calls are first
+ * authorized by our permission strings (API.md "Organizations"), and the ones
+ * that change roles or membership run in one transaction with our own
+ * follow-up writes (role seeding, role ids, owner locks).
  */
-export function authRoutes({ auth, config }: { auth: Auth; config: Config }) {
+export function authRoutes({ auth, config, db }: { auth: Auth; config: Config; db: Kysely<DB> }) {
   const router = createRouter();
   router.openapi(providersRoute, (c) => c.json({ google: config.oauth.google !== null, github: config.oauth.github !== null }, 200));
-  router.on(['GET', 'POST'], '/api/auth/*', guard(access.public()), async (c) => {
-    const response = await auth.handler(c.req.raw);
+
+  const forward = async (c: Context<AppEnv>, request: Request): Promise<Response> => {
+    const response = await auth.handler(request);
     if (response.status === 404 && !response.headers.get('content-type')?.includes('json')) {
       throw new ApiError('NOT_FOUND', 'Not found');
     }
     return response;
+  };
+
+  router.on(['GET', 'POST'], '/api/auth/*', guard(access.public()), async (c) => {
+    const path = normalizePath(c.req.path);
+    const call = await authorizeOrganizationCall(c, { path, db });
+    if (!call) return forward(c, c.req.raw);
+    if (!ORGANIZATION_TRANSACTIONAL_PATHS.has(path)) return forward(c, call.request);
+    try {
+      return await runInTransaction(db, async (trx) => {
+        await call.before?.(trx);
+        const response = await forward(c, call.request);
+        if (!response.ok) throw new Rollback(response);
+        return afterOrganizationCall(trx, { path, call, response });
+      });
+    } catch (error) {
+      if (error instanceof Rollback) return error.response;
+      throw error;
+    }
   });
   return router;
 }

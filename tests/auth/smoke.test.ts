@@ -10,12 +10,14 @@ describe('smoke', () => {
   });
   afterAll(() => t.close());
 
-  it('signs up, verifies, signs in, reads the session', async () => {
+  it('signs up, verifies, signs in, creates an organization, reads the session with permissions', async () => {
     const user = await signedInUser(t);
+    const created = await call(t, '/api/auth/organization/create', { body: { name: 'Acme', slug: `acme-${crypto.randomUUID().slice(0, 8)}` }, jar: user.jar });
+    const org = await created.json();
+    expect(created.status, JSON.stringify(org)).toBe(200);
     const res = await call(t, '/api/session', { jar: user.jar });
-    expect(res.status).toBe(200);
     const body = await res.json();
-    console.log(JSON.stringify(body), user.jar.names());
-    expect(body.user.id).toBe(user.id);
+    expect(body.session.activeOrganizationId).toBe(org.id);
+    expect(body.permissions).toHaveLength(17);
   });
 });

@@ -1,0 +1,46 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
+import type { Kysely, Transaction } from 'kysely';
+import type { DB } from './database.js';
+
+/**
+ * An "ambient" transaction: work that must commit or roll back as one, but
+ * runs partly inside better-auth (its HTTP handler opens no transaction for
+ * organization creation, and its hooks cannot hand us its transaction).
+ * `runInTransaction` opens one and makes it current for everything awaited
+ * inside; the Kysely handle given to the library (`ambientAware`) sends every
+ * query through the current transaction when there is one, and our own hook
+ * code asks `currentTransaction()`.
+ */
+const storage = new AsyncLocalStorage<Transaction<DB>>();
+
+export function currentTransaction(): Transaction<DB> | undefined {
+  return storage.getStore();
+}
+
+/** Runs `fn` in the current ambient transaction, or opens one and makes it current. */
+export async function runInTransaction<T>(db: Kysely<DB>, fn: (trx: Transaction<DB>) => Promise<T>): Promise<T> {
+  const outer = storage.getStore();
+  if (outer) return fn(outer);
+  return db.transaction().execute((trx) => storage.run(trx, () => fn(trx)));
+}
+
+/** A handle that joins the current ambient transaction; otherwise it is `db`. */
+export function ambientAware(db: Kysely<DB>): Kysely<DB> {
+  return new Proxy(db, {
+    get(target, property) {
+      const trx = storage.getStore();
+      if (trx && property === 'transaction') {
+        // The library opening its own transaction inside ours joins ours.
+        const builder = {
+          execute: <T>(callback: (joined: Transaction<DB>) => Promise<T>) => callback(trx),
+          setIsolationLevel: () => builder,
+          setAccessMode: () => builder,
+        };
+        return () => builder;
+      }
+      const source = trx ?? target;
+      const value = Reflect.get(source, property, source);
+      return typeof value === 'function' ? value.bind(source) : value;
+    },
+  });
+}

@@ -1,0 +1,92 @@
+import { sql, type Kysely, type Transaction } from 'kysely';
+import { DEFAULT_ROLES, type DefaultRoleSlug } from '../../auth/permissions.js';
+import type { DB, Role } from '../database.js';
+
+type Db = Kysely<DB> | Transaction<DB>;
+
+export interface RoleWithPermissions extends Role {
+  permissions: string[];
+}
+
+/** Spec §2 Role: slug from name, lower-case words joined by hyphens. */
+export function slugify(name: string): string {
+  return name
+    .normalize('NFKD')
+    .replace(/[\u0300-\u036f]/g, '')
+    .toLowerCase()
+    .replace(/[^a-z0-9]+/g, '-')
+    .replace(/^-+|-+$/g, '');
+}
+
+const permissionList = sql<string[]>`coalesce((
+  select array_agg(p.resource || ':' || p.action order by p.resource || ':' || p.action)
+  from role_permissions rp join permissions p on p.id = rp.permission_id
+  where rp.role_id = roles.id
+), '{}')`;
+
+/** API.md: Owner, Admin, Member, Viewer first, then custom roles by name. */
+export async function listRoles(db: Db, tenantId: string): Promise<RoleWithPermissions[]> {
+  return db
+    .selectFrom('roles')
+    .selectAll()
+    .select(permissionList.as('permissions'))
+    .where('tenant_id', '=', tenantId)
+    .orderBy(sql`case slug when 'owner' then 0 when 'admin' then 1 when 'member' then 2 when 'viewer' then 3 else 4 end`)
+    .orderBy(sql`case when is_default then '' else lower(name) end`)
+    .orderBy('name')
+    .execute();
+}
+
+export async function findRole(db: Db, tenantId: string, id: string): Promise<RoleWithPermissions | undefined> {
+  return db.selectFrom('roles').selectAll().select(permissionList.as('permissions')).where('tenant_id', '=', tenantId).where('id', '=', id).executeTakeFirst();
+}
+
+export async function findRoleBySlug(db: Db, tenantId: string, slug: string): Promise<RoleWithPermissions | undefined> {
+  return db.selectFrom('roles').selectAll().select(permissionList.as('permissions')).where('tenant_id', '=', tenantId).where('slug', '=', slug).executeTakeFirst();
+}
+
+export async function findDefaultRole(db: Db, tenantId: string, slug: DefaultRoleSlug): Promise<Role> {
+  return db.selectFrom('roles').selectAll().where('tenant_id', '=', tenantId).where('slug', '=', slug).where('is_default', '=', true).executeTakeFirstOrThrow();
+}
+
+/** Replaces a role's permission set. The strings must exist (callers validate first). */
+export async function setRolePermissions(trx: Transaction<DB>, roleId: string, permissions: readonly string[]): Promise<void> {
+  await trx.deleteFrom('role_permissions').where('role_id', '=', roleId).execute();
+  if (permissions.length === 0) return;
+  await trx
+    .insertInto('role_permissions')
+    .columns(['role_id', 'permission_id'])
+    .expression((eb) =>
+      eb
+        .selectFrom('permissions')
+        .select([eb.val(roleId).as('role_id'), 'id'])
+        .where(sql<string>`resource || ':' || action`, 'in', [...permissions]),
+    )
+    .execute();
+}
+
+/** The permission strings that exist (seeded by migration 0002). */
+export async function knownPermissions(db: Db): Promise<Set<string>> {
+  const rows = await db.selectFrom('permissions').select(sql<string>`resource || ':' || action`.as('name')).execute();
+  return new Set(rows.map((row) => row.name));
+}
+
+/** Spec §6 ORGANIZATION_CREATED: the four default roles; returns their ids by slug. Needs the tenant set on `trx`. */
+export async function seedDefaultRoles(trx: Transaction<DB>, tenantId: string): Promise<Record<DefaultRoleSlug, string>> {
+  const ids = {} as Record<DefaultRoleSlug, string>;
+  for (const role of DEFAULT_ROLES) {
+    const { id } = await trx
+      .insertInto('roles')
+      .values({ tenant_id: tenantId, name: role.name, slug: role.slug, description: role.description, is_default: true })
+      .returning('id')
+      .executeTakeFirstOrThrow();
+    await setRolePermissions(trx, id, role.permissions);
+    ids[role.slug] = id;
+  }
+  return ids;
+}
+
+/** The library's member role string, kept in step with our role so its own owner rules agree with ours. */
+export function libraryRoleFor(slug: string): 'owner' | 'admin' | 'member' {
+  return slug === 'owner' ? 'owner' : slug === 'admin' ? 'admin' : 'member';
+}
