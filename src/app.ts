@@ -18,6 +18,8 @@ import { healthRoutes } from './routes/health.js';
 import { authRoutes } from './routes/auth.js';
 import { sessionRoutes } from './routes/session.js';
 import { adminRoutes } from './routes/admin.js';
+import { roleRoutes } from './routes/roles.js';
+import { memberRoutes } from './routes/members.js';
 import type { AppDeps, AppEnv } from './types.js';
 
 export interface CreateAppOptions {
@@ -73,6 +75,9 @@ export function createApp(deps: AppDeps, options: CreateAppOptions = {}) {
   app.route('/', authRoutes({ auth, config, db }));
   app.route('/', sessionRoutes());
   app.route('/', adminRoutes({ db }));
+  // Static paths before `/api/roles/{id}`.
+  app.route('/', memberRoutes({ db }));
+  app.route('/', roleRoutes({ db }));
 
   app.notFound((c) => renderError(new ApiError('NOT_FOUND', 'Not found'), c));
   app.onError(renderError);

@@ -1,0 +1,88 @@
+import type { Transaction } from 'kysely';
+import { ApiError } from '../../errors.js';
+import { missing } from '../../auth/permissions.js';
+import type { DB } from '../database.js';
+import { findDefaultRole, findRole, libraryRoleFor } from './roles.js';
+import type { EnrichedSession } from '../../types.js';
+
+/**
+ * Locks the organization's Owner memberships for the rest of the
+ * transaction and returns their ids. Every change that can remove an Owner
+ * takes this lock first, so two of them never both see "another Owner
+ * remains" (spec §3 Member role; two Owners demoting each other at once).
+ */
+export async function lockOwners(trx: Transaction<DB>, tenantId: string): Promise<string[]> {
+  const owner = await findDefaultRole(trx, tenantId, 'owner');
+  const rows = await trx.selectFrom('members').select('id').where('organization_id', '=', tenantId).where('role_id', '=', owner.id).orderBy('id').forUpdate().execute();
+  return rows.map((row) => row.id);
+}
+
+export interface RoleChange {
+  memberId: string;
+  roleId: string;
+  previousRoleId: string | null;
+}
+
+/**
+ * Spec §3 "Member role": the target role must belong to the organization, at
+ * least one Owner must remain, and the caller can neither grant nor take away
+ * a role holding permissions the caller lacks (no escalation by assignment).
+ * Needs the tenant set on `trx`.
+ */
+export async function changeMemberRole(trx: Transaction<DB>, { tenantId, memberId, roleId, actor }: { tenantId: string; memberId: string; roleId: string; actor: EnrichedSession }): Promise<RoleChange> {
+  const owners = await lockOwners(trx, tenantId);
+  const member = await trx.selectFrom('members').select(['id', 'role_id']).where('organization_id', '=', tenantId).where('id', '=', memberId).forUpdate().executeTakeFirst();
+  if (!member) throw new ApiError('NOT_FOUND', 'Member not found');
+  const target = await findRole(trx, tenantId, roleId);
+  if (!target) throw new ApiError('NOT_FOUND', 'Role not found');
+  const previous = member.role_id ? await findRole(trx, tenantId, member.role_id) : undefined;
+
+  if (actor.user.role !== 'superadmin') {
+    const lacking = [...new Set([...missing(actor.permissions, target.permissions), ...missing(actor.permissions, previous?.permissions ?? [])])].sort();
+    if (lacking.length > 0) {
+      throw new ApiError('INSUFFICIENT_PERMISSIONS', 'Insufficient permissions', { details: lacking.map((p) => ({ path: 'roleId', message: `caller lacks ${p}` })) });
+    }
+  }
+  const isOwner = owners.includes(member.id);
+  if (isOwner && target.slug !== 'owner' && owners.length <= 1) {
+    throw new ApiError('OWNERSHIP_CONSTRAINT', 'The organization must keep at least one Owner');
+  }
+  if (member.role_id !== target.id) {
+    await trx.updateTable('members').set({ role_id: target.id, role: libraryRoleFor(target.slug) }).where('id', '=', member.id).execute();
+  }
+  return { memberId: member.id, roleId: target.id, previousRoleId: member.role_id };
+}
+
+export interface MemberRow {
+  id: string;
+  user_id: string;
+  email: string;
+  name: string;
+  role_id: string | null;
+  role_slug: string | null;
+  created_at: Date;
+}
+
+export async function listMembers(trx: Transaction<DB>, tenantId: string): Promise<MemberRow[]> {
+  return trx
+    .selectFrom('members as m')
+    .innerJoin('users as u', 'u.id', 'm.user_id')
+    .leftJoin('roles as r', (join) => join.onRef('r.id', '=', 'm.role_id').onRef('r.tenant_id', '=', 'm.organization_id'))
+    .select(['m.id', 'm.user_id', 'u.email', 'u.name', 'm.role_id', 'r.slug as role_slug', 'm.created_at'])
+    .where('m.organization_id', '=', tenantId)
+    .orderBy('m.created_at')
+    .orderBy('m.id')
+    .execute();
+}
+
+/** The caller's own membership in the organization. */
+export async function membershipOf(trx: Transaction<DB>, tenantId: string, userId: string) {
+  return trx
+    .selectFrom('members as m')
+    .leftJoin('roles as r', (join) => join.onRef('r.id', '=', 'm.role_id').onRef('r.tenant_id', '=', 'm.organization_id'))
+    .select(['m.id', 'm.role_id', 'r.slug as role_slug'])
+    .where('m.organization_id', '=', tenantId)
+    .where('m.user_id', '=', userId)
+    .executeTakeFirst();
+}
+

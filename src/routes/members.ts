@@ -1,0 +1,141 @@
+import { z } from '@hono/zod-openapi';
+import type { Context } from 'hono';
+import type { Kysely } from 'kysely';
+import { recordAudit } from '../audit.js';
+import type { DB } from '../db/database.js';
+import { changeMemberRole, listMembers, lockOwners, membershipOf } from '../db/queries/members.js';
+import { findDefaultRole, libraryRoleFor } from '../db/queries/roles.js';
+import { withTenant } from '../db/tenant.js';
+import { ApiError } from '../errors.js';
+import { access, sessionOf } from '../middleware/guard.js';
+import { createRouter, defineRoute } from '../router.js';
+import type { AppEnv } from '../types.js';
+
+const MemberSchema = z
+  .object({
+    id: z.uuid(),
+    userId: z.uuid(),
+    email: z.string(),
+    name: z.string(),
+    roleId: z.uuid().nullable(),
+    roleSlug: z.string().nullable(),
+    createdAt: z.iso.datetime(),
+  })
+  .openapi('Member');
+
+const RoleChangeBody = z.object({ roleId: z.uuidv4() }).strict().openapi('MemberRoleChange');
+const RoleChangeResult = z.object({ memberId: z.uuid(), roleId: z.uuid(), previousRoleId: z.uuid().nullable() }).openapi('MemberRoleChangeResult');
+const json = <T extends z.ZodType>(schema: T, description: string) => ({ description, content: { 'application/json': { schema } } });
+
+const listRoute = defineRoute({
+  method: 'get',
+  path: '/api/members',
+  access: access.permissions('members:read'),
+  summary: 'Members of the active organization',
+  responses: { 200: json(z.array(MemberSchema), 'Members with their role') },
+});
+
+const changeRoute = defineRoute({
+  method: 'patch',
+  path: '/api/admin/members/{memberId}',
+  access: access.permissions('members:write'),
+  summary: "Change a member's role",
+  request: {
+    params: z.object({ memberId: z.uuidv4().openapi({ param: { name: 'memberId', in: 'path' } }) }),
+    body: { content: { 'application/json': { schema: RoleChangeBody } } },
+  },
+  responses: { 200: json(RoleChangeResult, 'The role changed') },
+});
+
+const deprecatedChangeRoute = defineRoute({
+  method: 'patch',
+  path: '/api/roles/members/{id}/role',
+  access: access.permissions('members:write'),
+  summary: "Change a member's role (deprecated: use PATCH /api/admin/members/{memberId})",
+  deprecated: true,
+  request: {
+    params: z.object({ id: z.uuidv4().openapi({ param: { name: 'id', in: 'path' } }) }),
+    body: { content: { 'application/json': { schema: RoleChangeBody } } },
+  },
+  responses: { 200: json(RoleChangeResult, 'The role changed; Deprecation and Link headers name the successor') },
+});
+
+const transferRoute = defineRoute({
+  method: 'post',
+  path: '/api/roles/transfer-ownership',
+  access: access.permissions('members:write'),
+  summary: 'Hand ownership to an Admin (the caller must be the current Owner)',
+  request: { body: { content: { 'application/json': { schema: z.object({ targetMemberId: z.uuidv4() }).strict().openapi('TransferOwnership') } } } },
+  responses: {
+    200: json(z.object({ transferred: z.literal(true), previousOwnerMemberId: z.uuid(), newOwnerMemberId: z.uuid() }), 'Owner and Admin swapped'),
+  },
+});
+
+/** Spec §3 "Member role", §4, API.md members rows. */
+export function memberRoutes({ db }: { db: Kysely<DB> }) {
+  const change = async (c: Context<AppEnv>, memberId: string, roleId: string) => {
+    const actor = sessionOf(c);
+    const tenantId = actor.session.activeOrganizationId!;
+    return withTenant(db, tenantId, async (trx) => {
+      const result = await changeMemberRole(trx, { tenantId, memberId, roleId, actor });
+      if (result.previousRoleId !== result.roleId) {
+        await recordAudit(trx, {
+          action: 'member.role_changed',
+          actorId: actor.user.id,
+          organizationId: tenantId,
+          metadata: { ...result },
+          requestId: c.get('requestId'),
+        });
+      }
+      return result;
+    });
+  };
+
+  return createRouter()
+    .openapi(listRoute, async (c) => {
+      const tenantId = sessionOf(c).session.activeOrganizationId!;
+      const members = await withTenant(db, tenantId, (trx) => listMembers(trx, tenantId));
+      return c.json(
+        members.map((m) => ({ id: m.id, userId: m.user_id, email: m.email, name: m.name, roleId: m.role_id, roleSlug: m.role_slug, createdAt: m.created_at.toISOString() })),
+        200,
+      );
+    })
+    .openapi(changeRoute, async (c) => {
+      const { memberId } = c.req.valid('param');
+      return c.json(await change(c, memberId, c.req.valid('json').roleId), 200);
+    })
+    .openapi(deprecatedChangeRoute, async (c) => {
+      const { id } = c.req.valid('param');
+      const result = await change(c, id, c.req.valid('json').roleId);
+      c.header('Deprecation', 'true');
+      c.header('Link', `</api/admin/members/${id}>; rel="successor-version"`);
+      return c.json(result, 200);
+    })
+    .openapi(transferRoute, async (c) => {
+      const actor = sessionOf(c);
+      const tenantId = actor.session.activeOrganizationId!;
+      const { targetMemberId } = c.req.valid('json');
+      const result = await withTenant(db, tenantId, async (trx) => {
+        const owners = await lockOwners(trx, tenantId);
+        const caller = await membershipOf(trx, tenantId, actor.user.id);
+        if (!caller || !owners.includes(caller.id)) throw new ApiError('NOT_OWNER', 'Only the current Owner can transfer ownership');
+        const admin = await findDefaultRole(trx, tenantId, 'admin');
+        const owner = await findDefaultRole(trx, tenantId, 'owner');
+        const target = await trx.selectFrom('members').select(['id', 'role_id']).where('organization_id', '=', tenantId).where('id', '=', targetMemberId).forUpdate().executeTakeFirst();
+        if (!target || target.role_id !== admin.id) throw new ApiError('TARGET_NOT_ADMIN', 'The new Owner must be an Admin of this organization');
+        // Spec §3: an atomic swap.
+        await trx.updateTable('members').set({ role_id: admin.id, role: libraryRoleFor('admin') }).where('id', '=', caller.id).execute();
+        await trx.updateTable('members').set({ role_id: owner.id, role: libraryRoleFor('owner') }).where('id', '=', target.id).execute();
+        const outcome = { transferred: true as const, previousOwnerMemberId: caller.id, newOwnerMemberId: target.id };
+        await recordAudit(trx, {
+          action: 'ownership.transferred',
+          actorId: actor.user.id,
+          organizationId: tenantId,
+          metadata: { previousOwnerMemberId: caller.id, newOwnerMemberId: target.id },
+          requestId: c.get('requestId'),
+        });
+        return outcome;
+      });
+      return c.json(result, 200);
+    });
+}
