@@ -2,6 +2,7 @@ import type { Migration } from 'kysely';
 import * as authTables from './0001_auth_tables.js';
 import * as rbac from './0002_rbac.js';
 import * as auditLogs from './0003_audit_logs.js';
+import * as apiKeys from './0004_api_keys.js';
 
 /**
  * Every migration, in order. Listed statically (not read from the file system)
@@ -12,4 +13,5 @@ export const migrations: Record<string, Migration> = {
   '0001_auth_tables': authTables,
   '0002_rbac': rbac,
   '0003_audit_logs': auditLogs,
+  '0004_api_keys': apiKeys,
 };

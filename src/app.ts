@@ -20,6 +20,8 @@ import { sessionRoutes } from './routes/session.js';
 import { adminRoutes } from './routes/admin.js';
 import { roleRoutes } from './routes/roles.js';
 import { memberRoutes } from './routes/members.js';
+import { apiKeyRoutes } from './routes/api-keys.js';
+import { auditLogRoutes } from './routes/audit-logs.js';
 import type { AppDeps, AppEnv } from './types.js';
 
 export interface CreateAppOptions {
@@ -78,6 +80,8 @@ export function createApp(deps: AppDeps, options: CreateAppOptions = {}) {
   // Static paths before `/api/roles/{id}`.
   app.route('/', memberRoutes({ db }));
   app.route('/', roleRoutes({ db }));
+  app.route('/', apiKeyRoutes({ db, clock }));
+  app.route('/', auditLogRoutes({ db }));
 
   app.notFound((c) => renderError(new ApiError('NOT_FOUND', 'Not found'), c));
   app.onError(renderError);

@@ -1,6 +1,7 @@
 import type { Context } from 'hono';
 import type { Kysely, Transaction } from 'kysely';
 import type { DB } from '../db/database.js';
+import { revokeOrganizationKeys } from '../db/queries/api-keys.js';
 import { findRoleBySlug, libraryRoleFor } from '../db/queries/roles.js';
 import { setTenant, withTenant } from '../db/tenant.js';
 import { ApiError } from '../errors.js';
@@ -130,6 +131,12 @@ export async function authorizeOrganizationCall(c: Context<AppEnv>, { path, db }
   }
   if (path === `${ORG}/remove-member` || path === `${ORG}/leave`) {
     call.before = (trx) => lockOwners(trx, organizationId);
+  }
+  if (path === `${ORG}/delete` && organizationId) {
+    // Spec §3 "API key": deleting an organization revokes its keys (rolled back if the library refuses).
+    call.before = async (trx) => {
+      await revokeOrganizationKeys(trx, { tenantId: organizationId, actorId: session.user.id, requestId: c.get('requestId'), reason: 'organization_deleted' });
+    };
   }
   return call;
 }

@@ -122,6 +122,23 @@ export interface AuditLogsTable {
   created_at: ColumnType<Date, Date | string | undefined, never>;
 }
 
+export interface ApiKeysTable {
+  id: Generated<string>;
+  tenant_id: string;
+  created_by: string;
+  name: string;
+  scopes: string[];
+  expires_at: NullableTimestamp;
+  key_prefix: Generated<string>;
+  last_four: string;
+  key_hash: string;
+  key_salt: string;
+  lookup_digest: string;
+  created_at: Timestamp;
+  revoked_at: NullableTimestamp;
+  last_used_at: NullableTimestamp;
+}
+
 export interface DB {
   users: UsersTable;
   sessions: SessionsTable;
@@ -134,6 +151,7 @@ export interface DB {
   roles: RolesTable;
   role_permissions: RolePermissionsTable;
   audit_logs: AuditLogsTable;
+  api_keys: ApiKeysTable;
 }
 
 export type User = Selectable<UsersTable>;

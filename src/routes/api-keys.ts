@@ -1,0 +1,171 @@
+import { z } from '@hono/zod-openapi';
+import { sql, type Kysely } from 'kysely';
+import { recordAudit } from '../audit.js';
+import { generateKey, KEY_PREFIX } from '../auth/api-key-material.js';
+import { missing } from '../auth/permissions.js';
+import type { DB } from '../db/database.js';
+import { KEY_COLUMNS, keyMetadata } from '../db/queries/api-keys.js';
+import { knownPermissions } from '../db/queries/roles.js';
+import { withTenant } from '../db/tenant.js';
+import { ApiError } from '../errors.js';
+import { access, sessionOf } from '../middleware/guard.js';
+import { createRouter, defineRoute } from '../router.js';
+import type { Clock } from '../types.js';
+import { IdParams, PermissionString } from './schemas.js';
+
+const ApiKeySchema = z
+  .object({
+    id: z.uuid(),
+    name: z.string(),
+    scopes: z.array(z.string()),
+    expiresAt: z.iso.datetime().nullable(),
+    keyPrefix: z.literal(KEY_PREFIX),
+    lastFour: z.string(),
+    createdAt: z.iso.datetime(),
+    createdBy: z.uuid(),
+    revokedAt: z.iso.datetime().nullable(),
+    lastUsedAt: z.iso.datetime().nullable(),
+  })
+  .openapi('ApiKey');
+
+const CreatedApiKeySchema = ApiKeySchema.omit({ revokedAt: true, lastUsedAt: true })
+  .extend({ key: z.string().describe('The full key. Shown here once; it cannot be retrieved again.') })
+  .openapi('CreatedApiKey');
+
+const CreateApiKeySchema = z
+  .object({
+    name: z.string().trim().min(1).max(100),
+    scopes: z
+      .array(PermissionString)
+      .min(1)
+      .max(17)
+      .refine((list) => new Set(list).size === list.length, { message: 'must not repeat a scope' }),
+    expiresAt: z.iso.datetime({ offset: true }).nullable().optional(),
+  })
+  .strict()
+  .openapi('CreateApiKey');
+
+const json = <T extends z.ZodType>(schema: T, description: string) => ({ description, content: { 'application/json': { schema } } });
+
+const createRoute = defineRoute({
+  method: 'post',
+  path: '/api/api-keys',
+  access: access.permissions('api_keys:write'),
+  summary: 'Create an API key; scopes must be a subset of your own permissions',
+  request: { body: { content: { 'application/json': { schema: CreateApiKeySchema } } } },
+  responses: { 201: json(CreatedApiKeySchema, 'The key, with its plaintext shown once') },
+});
+
+const listRoute = defineRoute({
+  method: 'get',
+  path: '/api/api-keys',
+  access: access.permissions('api_keys:read'),
+  summary: "API keys of the active organization (never the key, its hash or salt)",
+  responses: { 200: json(z.array(ApiKeySchema), 'Keys, newest first') },
+});
+
+const revokeRoute = defineRoute({
+  method: 'delete',
+  path: '/api/api-keys/{id}',
+  access: access.permissions('api_keys:write'),
+  summary: 'Revoke an API key (idempotent)',
+  request: { params: IdParams },
+  responses: { 200: json(z.object({ id: z.uuid(), revoked: z.literal(true), revokedAt: z.iso.datetime() }), 'The key is revoked') },
+});
+
+type KeyRow = { id: string; name: string; scopes: string[]; expires_at: Date | null; key_prefix: string; last_four: string; created_at: Date; created_by: string; revoked_at: Date | null; last_used_at: Date | null };
+const iso = (value: Date | null) => (value ? new Date(value).toISOString() : null);
+
+function toApiKey(row: KeyRow) {
+  return {
+    id: row.id,
+    name: row.name,
+    scopes: row.scopes,
+    expiresAt: iso(row.expires_at),
+    keyPrefix: KEY_PREFIX as typeof KEY_PREFIX,
+    lastFour: row.last_four,
+    createdAt: new Date(row.created_at).toISOString(),
+    createdBy: row.created_by,
+    revokedAt: iso(row.revoked_at),
+    lastUsedAt: iso(row.last_used_at),
+  };
+}
+
+/** API.md api-keys rows; spec §3 "API key" (create, idempotent revoke, one audit entry each). */
+export function apiKeyRoutes({ db, clock }: { db: Kysely<DB>; clock: Clock }) {
+  return createRouter()
+    .openapi(createRoute, async (c) => {
+      const session = sessionOf(c);
+      const tenantId = session.session.activeOrganizationId!;
+      const { name, scopes, expiresAt } = c.req.valid('json');
+      const expires = expiresAt ? new Date(expiresAt) : null;
+      if (expires && expires.getTime() <= clock().getTime()) {
+        throw new ApiError('VALIDATION_ERROR', 'Request validation failed', { details: [{ path: 'expiresAt', message: 'must be in the future' }] });
+      }
+      const known = await knownPermissions(db);
+      const unknown = scopes.filter((scope) => !known.has(scope));
+      if (unknown.length > 0) {
+        throw new ApiError('VALIDATION_ERROR', 'Request validation failed', { details: unknown.map((scope) => ({ path: 'scopes', message: `unknown permission ${scope}` })) });
+      }
+      // Spec §8: scopes are a subset of the creator's own organization permissions.
+      const lacking = missing(session.permissions, scopes);
+      if (lacking.length > 0) {
+        throw new ApiError('INSUFFICIENT_PERMISSIONS', 'Insufficient permissions', { details: lacking.map((scope) => ({ path: 'scopes', message: `caller lacks ${scope}` })) });
+      }
+      const material = generateKey();
+      const sortedScopes = [...scopes].sort();
+      const row = await withTenant(db, tenantId, async (trx) => {
+        const inserted = await trx
+          .insertInto('api_keys')
+          .values({
+            tenant_id: tenantId,
+            created_by: session.user.id,
+            name,
+            scopes: sortedScopes,
+            expires_at: expires,
+            last_four: material.lastFour,
+            key_hash: material.hash,
+            key_salt: material.salt,
+            lookup_digest: material.lookupDigest,
+          })
+          .returning([...KEY_COLUMNS])
+          .executeTakeFirstOrThrow();
+        await recordAudit(trx, { action: 'api_key.created', actorId: session.user.id, organizationId: tenantId, metadata: keyMetadata(inserted), requestId: c.get('requestId') });
+        return inserted;
+      });
+      const { revokedAt: _r, lastUsedAt: _l, ...created } = toApiKey(row);
+      return c.json({ ...created, key: material.key }, 201);
+    })
+    .openapi(listRoute, async (c) => {
+      const tenantId = sessionOf(c).session.activeOrganizationId!;
+      const rows = await withTenant(db, tenantId, (trx) =>
+        trx.selectFrom('api_keys').select([...KEY_COLUMNS]).where('tenant_id', '=', tenantId).orderBy('created_at', 'desc').orderBy('id', 'desc').execute(),
+      );
+      return c.json(rows.map(toApiKey), 200);
+    })
+    .openapi(revokeRoute, async (c) => {
+      const session = sessionOf(c);
+      const tenantId = session.session.activeOrganizationId!;
+      const { id } = c.req.valid('param');
+      const revokedAt = await withTenant(db, tenantId, async (trx) => {
+        // One conditional UPDATE decides the winner: of twenty concurrent
+        // revokes exactly one returns a row and writes the audit entry.
+        const revoked = await trx
+          .updateTable('api_keys')
+          .set({ revoked_at: sql`now()` })
+          .where('tenant_id', '=', tenantId)
+          .where('id', '=', id)
+          .where('revoked_at', 'is', null)
+          .returning(['id', 'name', 'scopes', 'expires_at', 'revoked_at'])
+          .executeTakeFirst();
+        if (revoked) {
+          await recordAudit(trx, { action: 'api_key.revoked', actorId: session.user.id, organizationId: tenantId, metadata: keyMetadata(revoked), requestId: c.get('requestId') });
+          return revoked.revoked_at!;
+        }
+        const existing = await trx.selectFrom('api_keys').select('revoked_at').where('tenant_id', '=', tenantId).where('id', '=', id).executeTakeFirst();
+        if (!existing?.revoked_at) throw new ApiError('NOT_FOUND', 'API key not found');
+        return existing.revoked_at;
+      });
+      return c.json({ id, revoked: true as const, revokedAt: new Date(revokedAt).toISOString() }, 200);
+    });
+}

@@ -1,0 +1,70 @@
+import { z } from '@hono/zod-openapi';
+import type { Kysely } from 'kysely';
+import type { DB } from '../db/database.js';
+import { decodeCursor, page, PageQuerySchema } from '../db/pagination.js';
+import { withTenant } from '../db/tenant.js';
+import { access, sessionOf } from '../middleware/guard.js';
+import { createRouter, defineRoute } from '../router.js';
+
+const AuditEntrySchema = z
+  .object({
+    id: z.uuid(),
+    action: z.string(),
+    actorId: z.uuid().nullable(),
+    organizationId: z.uuid().nullable(),
+    metadata: z.record(z.string(), z.unknown()),
+    createdAt: z.iso.datetime(),
+  })
+  .openapi('AuditEntry');
+
+const route = defineRoute({
+  method: 'get',
+  path: '/api/audit-logs',
+  access: access.permissions('organizations:read'),
+  summary: 'Audit log of the active organization, newest first',
+  request: { query: PageQuerySchema },
+  responses: {
+    200: {
+      description: 'A page of entries',
+      content: { 'application/json': { schema: z.object({ items: z.array(AuditEntrySchema), nextCursor: z.string().nullable() }) } },
+    },
+  },
+});
+
+/** API.md GET /api/audit-logs: keyset pages of (created_at, id), newest first. */
+export function auditLogRoutes({ db }: { db: Kysely<DB> }) {
+  return createRouter().openapi(route, async (c) => {
+    const tenantId = sessionOf(c).session.activeOrganizationId!;
+    const { limit, cursor } = c.req.valid('query');
+    const after = cursor ? decodeCursor(cursor) : null;
+    const rows = await withTenant(db, tenantId, (trx) => {
+      let query = trx
+        .selectFrom('audit_logs')
+        .select(['id', 'action', 'actor_id', 'tenant_id', 'metadata', 'created_at'])
+        .where('tenant_id', '=', tenantId)
+        .orderBy('created_at', 'desc')
+        .orderBy('id', 'desc')
+        .limit(limit + 1);
+      if (after) {
+        const at = new Date(after.createdAt);
+        query = query.where((eb) => eb.or([eb('created_at', '<', at), eb.and([eb('created_at', '=', at), eb('id', '<', after.id)])]));
+      }
+      return query.execute();
+    });
+    const { items, nextCursor } = page(rows, limit);
+    return c.json(
+      {
+        items: items.map((row) => ({
+          id: row.id,
+          action: row.action,
+          actorId: row.actor_id,
+          organizationId: row.tenant_id,
+          metadata: row.metadata,
+          createdAt: row.created_at.toISOString(),
+        })),
+        nextCursor,
+      },
+      200,
+    );
+  });
+}
