@@ -6,11 +6,13 @@
  * Append-only by grants, not only by code: the runtime role may INSERT and
  * SELECT, never UPDATE or DELETE. Tenant rows are under row-level security
  * like the role tables; platform-level entries (a platform role change) have
- * no tenant and can be written only by a transaction that names none.
+ * no tenant and can be written only by a transaction that names none; they
+ * are read back only through their actor (app.actor_id: a data export).
  */
 import { sql, type Kysely } from 'kysely';
 
 const CURRENT_TENANT = sql`nullif(current_setting('app.tenant_id', true), '')::uuid`;
+const CURRENT_ACTOR = sql`nullif(current_setting('app.actor_id', true), '')::uuid`;
 
 export async function up(db: Kysely<any>): Promise<void> {
   await sql`
@@ -30,7 +32,12 @@ export async function up(db: Kysely<any>): Promise<void> {
 
   await sql`ALTER TABLE audit_logs ENABLE ROW LEVEL SECURITY`.execute(db);
   await sql`ALTER TABLE audit_logs FORCE ROW LEVEL SECURITY`.execute(db);
-  await sql`CREATE POLICY audit_logs_select ON audit_logs FOR SELECT USING (tenant_id = ${CURRENT_TENANT})`.execute(db);
+  // A tenant reads its own entries; a transaction that names no tenant but
+  // names an actor (a user's data export) reads that actor's entries.
+  await sql`
+    CREATE POLICY audit_logs_select ON audit_logs FOR SELECT
+      USING (tenant_id = ${CURRENT_TENANT} OR (${CURRENT_TENANT} IS NULL AND actor_id = ${CURRENT_ACTOR}))
+  `.execute(db);
   await sql`
     CREATE POLICY audit_logs_insert ON audit_logs FOR INSERT
       WITH CHECK (tenant_id = ${CURRENT_TENANT} OR (tenant_id IS NULL AND ${CURRENT_TENANT} IS NULL))

@@ -22,6 +22,8 @@ import { roleRoutes } from './routes/roles.js';
 import { memberRoutes } from './routes/members.js';
 import { apiKeyRoutes } from './routes/api-keys.js';
 import { auditLogRoutes } from './routes/audit-logs.js';
+import { userRoutes } from './routes/users.js';
+import { cronRoutes } from './routes/cron.js';
 import type { AppDeps, AppEnv } from './types.js';
 
 export interface CreateAppOptions {
@@ -70,7 +72,7 @@ export function createApp(deps: AppDeps, options: CreateAppOptions = {}) {
       clock,
     }),
   );
-  use(session({ resolve: createSessionResolver({ auth, db }) }));
+  use(session({ resolve: createSessionResolver({ auth, db, graceDays: config.accountDeletionGraceDays }) }));
   use(denyUndeclared(globals));
 
   app.route('/', healthRoutes({ db }));
@@ -82,6 +84,8 @@ export function createApp(deps: AppDeps, options: CreateAppOptions = {}) {
   app.route('/', roleRoutes({ db }));
   app.route('/', apiKeyRoutes({ db, clock }));
   app.route('/', auditLogRoutes({ db }));
+  app.route('/', userRoutes({ db, clock, graceDays: config.accountDeletionGraceDays }));
+  app.route('/', cronRoutes({ db, clock, cronSecret: config.cronSecret, graceDays: config.accountDeletionGraceDays }));
 
   app.notFound((c) => renderError(new ApiError('NOT_FOUND', 'Not found'), c));
   app.onError(renderError);

@@ -22,6 +22,8 @@ export interface EnrichedSession {
   permissions: string[];
   /** When set, the account is scheduled for deletion (spec §2 User). Not part of the JSON session. */
   deletedAt: string | null;
+  /** When a scheduled account is due for purge (deletedAt + ACCOUNT_DELETION_GRACE_DAYS). */
+  purgeAfter: string | null;
 }
 
 export type AppEnv = {

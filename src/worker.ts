@@ -2,6 +2,7 @@ import type { ExecutionContext } from 'hono';
 import { createApp, type App } from './app.js';
 import { ConfigError, parseConfig, type Config } from './config.js';
 import { openPostgres } from './db/client.js';
+import { purgeExpiredAccounts } from './db/queries/accounts.js';
 import { describeError } from './errors.js';
 import { createLogger, type Logger } from './logger.js';
 import { clientIpFromForwardedFor } from './middleware/rate-limit.js';
@@ -59,7 +60,23 @@ async function withRequestApp<T>(env: Bindings, ctx: ExecutionContext, fn: (app:
   }
 }
 
+/** The Workers cron trigger runs the same purge as POST /api/cron/purge-accounts, without HTTP. */
+async function scheduled(_controller: unknown, env: Bindings, ctx: ExecutionContext): Promise<void> {
+  const runtime = runtimeFor(env);
+  if (runtime instanceof ConfigError) {
+    createLogger().error('config.invalid', { problems: runtime.problems });
+    return;
+  }
+  const database = await openPostgres({ url: runtime.config.database.url, poolMax: 1 });
+  const run = purgeExpiredAccounts(database.db, { now: new Date(), graceDays: runtime.config.accountDeletionGraceDays, logger: runtime.logger })
+    .catch((error) => runtime.logger.error('cron.failed', { error: describeError(error) }))
+    .finally(() => database.close());
+  ctx.waitUntil(run);
+  await run;
+}
+
 export default {
+  scheduled,
   async fetch(request: Request, env: Bindings, ctx: ExecutionContext): Promise<Response> {
     try {
       return await withRequestApp(env, ctx, (app) => Promise.resolve(app.fetch(request, env, ctx)));

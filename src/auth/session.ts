@@ -1,5 +1,6 @@
 import { sql, type Kysely } from 'kysely';
 import type { DB } from '../db/database.js';
+import { purgeAfter } from '../db/queries/accounts.js';
 import type { SessionResolver } from '../middleware/session.js';
 import type { EnrichedSession } from '../types.js';
 import type { Auth } from './auth.js';
@@ -36,7 +37,7 @@ export async function loadSessionState(db: Kysely<DB>, sessionId: string, userId
  * deletion therefore bites on the next request, not when the cookie cache
  * expires.
  */
-export function createSessionResolver({ auth, db }: { auth: Auth; db: Kysely<DB> }): SessionResolver {
+export function createSessionResolver({ auth, db, graceDays }: { auth: Auth; db: Kysely<DB>; graceDays: number }): SessionResolver {
   return async (c) => {
     if (!c.req.header('cookie')) return null;
     const result = await auth.api.getSession({ headers: c.req.raw.headers, returnHeaders: true });
@@ -54,6 +55,7 @@ export function createSessionResolver({ auth, db }: { auth: Auth; db: Kysely<DB>
       session: { id: found.session.id, activeOrganizationId, expiresAt: new Date(found.session.expiresAt).toISOString() },
       permissions: state.permissions,
       deletedAt: state.deleted_at ? new Date(state.deleted_at).toISOString() : null,
+      purgeAfter: state.deleted_at ? purgeAfter(state.deleted_at, graceDays).toISOString() : null,
     };
   };
 }

@@ -40,7 +40,9 @@ export function ambientAware(db: Kysely<DB>): Kysely<DB> {
       }
       const source = trx ?? target;
       const value = Reflect.get(source, property, source);
-      return typeof value === 'function' ? value.bind(source) : value;
+      // Bound, but keeping own properties: `db.fn` is a callable that carries
+      // its helpers (`fn.count`, ...), which a bare bind() would drop.
+      return typeof value === 'function' ? Object.assign(value.bind(source), value) : value;
     },
   });
 }

@@ -43,6 +43,13 @@ export function sessionOf(c: Context<AppEnv>): EnrichedSession {
 
 const guards = new WeakMap<Function, Access>();
 
+/** 403 ACCOUNT_SCHEDULED_FOR_DELETION, saying when the purge is due. */
+export function scheduledForDeletion(session: EnrichedSession): ApiError {
+  return new ApiError('ACCOUNT_SCHEDULED_FOR_DELETION', `This account is scheduled for deletion; it will be purged after ${session.purgeAfter}. Reactivate it to continue.`, {
+    details: [{ path: 'purgeAfter', message: session.purgeAfter ?? '' }],
+  });
+}
+
 /** Spec §4: the global guard's seven steps, in order, for one route's declared access. */
 export function guard(declared: Access): MiddlewareHandler<AppEnv> {
   const middleware: MiddlewareHandler<AppEnv> = async function guard(c, next) {
@@ -67,6 +74,12 @@ async function check(c: Context<AppEnv>, declared: Access): Promise<void> {
   if (declared.kind === 'optional') return;
   // 4. No session: 401.
   if (!session) throw new ApiError('UNAUTHORIZED', 'Authentication required');
+  // Spec §5: an account scheduled for deletion reaches only the allowlist.
+  if (session.deletedAt && !declared.allowScheduledForDeletion) throw scheduledForDeletion(session);
+  // Spec §5 "Account scheduled for deletion": 403 except on the allowlisted routes.
+  if (session.deletedAt && !declared.allowScheduledForDeletion) {
+    throw new ApiError('ACCOUNT_SCHEDULED_FOR_DELETION', 'Account is scheduled for deletion');
+  }
   // 5. Platform roles.
   if (declared.platformRoles && !declared.platformRoles.includes(session.user.role)) {
     throw new ApiError('FORBIDDEN', 'Forbidden');

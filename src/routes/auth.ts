@@ -7,7 +7,7 @@ import type { Config } from '../config.js';
 import { runInTransaction } from '../db/ambient.js';
 import type { DB } from '../db/database.js';
 import { ApiError } from '../errors.js';
-import { access, guard } from '../middleware/guard.js';
+import { access, guard, loadSession, scheduledForDeletion } from '../middleware/guard.js';
 import { normalizePath } from '../middleware/rate-limit.js';
 import { createRouter, defineRoute } from '../router.js';
 import type { AppEnv } from '../types.js';
@@ -24,6 +24,14 @@ const providersRoute = defineRoute({
     },
   },
 });
+
+/** Library routes that work without a session, or only end one: open to accounts scheduled for deletion. */
+const OPEN_TO_SCHEDULED = ['sign-in', 'sign-up', 'sign-out', 'get-session', 'callback', 'verify-email', 'send-verification-email', 'magic-link', 'request-password-reset', 'reset-password', 'error', 'ok'];
+
+function isOpenToScheduledAccounts(path: string): boolean {
+  const first = path.slice('/api/auth/'.length).split('/')[0] ?? '';
+  return OPEN_TO_SCHEDULED.includes(first);
+}
 
 /** Ends the ambient transaction with the library's own error response, rolling back whatever it wrote. */
 class Rollback extends Error {
@@ -53,6 +61,12 @@ export function authRoutes({ auth, config, db }: { auth: Auth; config: Config; d
 
   router.on(['GET', 'POST'], '/api/auth/*', guard(access.public()), async (c) => {
     const path = normalizePath(c.req.path);
+    // Spec §5: a scheduled account may sign in and out and read its session,
+    // but every library route that acts for a signed-in user is refused.
+    if (!isOpenToScheduledAccounts(path) && c.req.header('cookie')) {
+      const session = await loadSession(c);
+      if (session?.deletedAt) throw scheduledForDeletion(session);
+    }
     const call = await authorizeOrganizationCall(c, { path, db });
     if (!call) return forward(c, c.req.raw);
     if (!ORGANIZATION_TRANSACTIONAL_PATHS.has(path)) return forward(c, call.request);

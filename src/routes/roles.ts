@@ -133,7 +133,8 @@ export function roleRoutes({ db }: { db: Kysely<DB> }) {
           if (current.slug === 'owner' && current.is_default && changes.permissions) {
             throw new ApiError('DEFAULT_ROLE', 'The Owner role always holds every permission');
           }
-          if (current.is_default && changes.name !== undefined && slug !== current.slug) {
+          // A different name, not only a different slug: 'OWNER' is a rename too.
+          if (current.is_default && changes.name !== undefined && changes.name !== current.name) {
             throw new ApiError('DEFAULT_ROLE', 'Default roles keep their names');
           }
           const before = (await findRole(trx, tenantId, id))!;

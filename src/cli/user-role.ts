@@ -1,0 +1,110 @@
+/**
+ * `npm run user:role -- <email> <superadmin|admin|user>` (API.md "Platform
+ * roles"): the one way to make the first superadmin. Runs as the schema
+ * owner, changes users.role and writes the `user.role_changed` audit entry
+ * in one transaction, prints one JSON log line.
+ *
+ * Exit codes: 0 done (or nothing to change), 1 refused (usage, unknown email,
+ * bad configuration) or failed.
+ */
+import { sql, type Transaction } from 'kysely';
+import { recordAudit } from '../audit.js';
+import { PLATFORM_ROLES, type PlatformRole } from '../auth/permissions.js';
+import { ConfigError, parseConfig } from '../config.js';
+import type { Database } from '../db/client.js';
+import type { DB } from '../db/database.js';
+import { openConfiguredDatabase } from '../deps.js';
+import { describeError } from '../errors.js';
+import { createLogger, type Logger } from '../logger.js';
+
+const USAGE = `usage: npm run user:role -- <email> <${PLATFORM_ROLES.join('|')}>`;
+
+/** A refusal with a message for the operator (exit 1, no stack). */
+class UserRoleError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'UserRoleError';
+  }
+}
+
+interface RoleChange {
+  userId: string;
+  email: string;
+  previousRole: PlatformRole;
+  role: PlatformRole;
+  changed: boolean;
+}
+
+function isPlatformRole(value: string): value is PlatformRole {
+  return (PLATFORM_ROLES as readonly string[]).includes(value);
+}
+
+function parseArgs(argv: readonly string[]): { email: string; role: PlatformRole } {
+  const [email, role, ...rest] = argv;
+  if (!email || !role || rest.length > 0) throw new UserRoleError(USAGE);
+  if (!isPlatformRole(role)) throw new UserRoleError(`Unknown role "${role}": must be one of ${PLATFORM_ROLES.join(', ')}`);
+  if (!email.includes('@')) throw new UserRoleError(`"${email}" is not an email address. ${USAGE}`);
+  return { email: email.trim().toLowerCase(), role };
+}
+
+/** Sets the platform role of the user with this (case-insensitive) email, audited, as the schema owner. */
+async function changeUserRole(database: Database, email: string, role: PlatformRole): Promise<RoleChange> {
+  const wanted = email.trim().toLowerCase();
+  return database.withOwner((owner) =>
+    owner.transaction().execute(async (trx) => {
+      const matches = await trx
+        .selectFrom('users')
+        .select(['id', 'email', 'role'])
+        .where(sql<string>`lower(email)`, '=', wanted)
+        .forUpdate()
+        .execute();
+      if (matches.length === 0) throw new UserRoleError(`No user with email ${wanted}`);
+      if (matches.length > 1) throw new UserRoleError(`More than one user matches ${wanted} (differing only in case); fix the data first`);
+      const user = matches[0] as { id: string; email: string; role: PlatformRole };
+      if (user.role === role) return { userId: user.id, email: user.email, previousRole: user.role, role, changed: false };
+
+      await trx.updateTable('users').set({ role, updated_at: new Date() }).where('id', '=', user.id).execute();
+      // The owner handle is untyped; the audit table is the same one.
+      await recordAudit(trx as unknown as Transaction<DB>, {
+        action: 'user.role_changed',
+        actorId: null,
+        organizationId: null,
+        metadata: { userId: user.id, previousRole: user.role, role, via: 'cli' },
+      });
+      return { userId: user.id, email: user.email, previousRole: user.role, role, changed: true };
+    }),
+  );
+}
+
+async function main(argv: readonly string[], env: Record<string, unknown>, logger: Logger = createLogger()): Promise<number> {
+  let args: { email: string; role: PlatformRole };
+  let database: Database;
+  try {
+    args = parseArgs(argv);
+    database = await openConfiguredDatabase(parseConfig(env).config);
+  } catch (error) {
+    if (error instanceof UserRoleError) logger.error('user_role.refused', { message: error.message });
+    else if (error instanceof ConfigError) logger.error('config.invalid', { problems: error.problems });
+    else logger.error('user_role.failed', { error: describeError(error) });
+    return 1;
+  }
+  try {
+    const result = await changeUserRole(database, args.email, args.role);
+    logger.info(result.changed ? 'user.role_changed' : 'user.role_unchanged', { ...result, via: 'cli' });
+    return 0;
+  } catch (error) {
+    if (error instanceof UserRoleError) logger.error('user_role.refused', { message: error.message });
+    else logger.error('user_role.failed', { error: describeError(error) });
+    return 1;
+  } finally {
+    await database.close();
+  }
+}
+
+main(process.argv.slice(2), process.env).then(
+  (code) => process.exit(code),
+  (error: unknown) => {
+    createLogger().error('user_role.failed', { error: describeError(error) });
+    process.exit(1);
+  },
+);
