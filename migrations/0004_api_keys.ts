@@ -59,6 +59,22 @@ export async function up(db: Kysely<any>): Promise<void> {
       WITH CHECK (tenant_id = ${CURRENT_TENANT})
   `.execute(db);
 
+  // The one statement that finds the key presenting this digest: it names the
+  // digest for the policy above (transaction-local) and reads the row.
+  await sql`
+    CREATE FUNCTION api_key_by_digest(p_digest text)
+    RETURNS SETOF api_keys
+    LANGUAGE plpgsql VOLATILE
+    AS $$
+    BEGIN
+      PERFORM set_config('app.key_digest', p_digest, true);
+      RETURN QUERY SELECT * FROM api_keys WHERE lookup_digest = p_digest;
+    END
+    $$
+  `.execute(db);
+  await sql`REVOKE ALL ON FUNCTION api_key_by_digest(text) FROM PUBLIC`.execute(db);
+  await sql`GRANT EXECUTE ON FUNCTION api_key_by_digest(text) TO gatehouse_app`.execute(db);
+
   // Keys are never deleted or rewritten by the application: it may only mark
   // them revoked and note their last use.
   await sql`GRANT SELECT, INSERT ON api_keys TO gatehouse_app`.execute(db);
@@ -66,5 +82,6 @@ export async function up(db: Kysely<any>): Promise<void> {
 }
 
 export async function down(db: Kysely<any>): Promise<void> {
+  await sql`DROP FUNCTION IF EXISTS api_key_by_digest(text)`.execute(db);
   await sql`DROP TABLE IF EXISTS api_keys`.execute(db);
 }

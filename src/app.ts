@@ -3,6 +3,7 @@ import { createAuth } from './auth/auth.js';
 import { createMailer, type Mailer } from './auth/email.js';
 import { createSessionResolver } from './auth/session.js';
 import { registerOrganizationHandlers } from './auth/organizations.js';
+import { createApiKeyResolver, hasSessionCookie, presentedKey } from './auth/api-key-auth.js';
 import { createCookieCacheReader } from './auth/cookie-cache.js';
 import { ApiError, renderError } from './errors.js';
 import { createEvents, type Events } from './events.js';
@@ -72,7 +73,19 @@ export function createApp(deps: AppDeps, options: CreateAppOptions = {}) {
       clock,
     }),
   );
-  use(session({ resolve: createSessionResolver({ auth, db, graceDays: config.accountDeletionGraceDays }) }));
+  const resolveCookie = createSessionResolver({ auth, db, graceDays: config.accountDeletionGraceDays });
+  const resolveKey = config.apiKeyAuth ? createApiKeyResolver({ db, config, store: rateLimitStore, clock }) : null;
+  use(
+    session({
+      resolve: async (c) => {
+        // Keys never authenticate the library's routes (API.md API_KEY_AUTH).
+        const key = resolveKey && !c.req.path.startsWith('/api/auth/') ? presentedKey(c) : null;
+        if (!key) return resolveCookie(c);
+        if (hasSessionCookie(c)) throw new ApiError('VALIDATION_ERROR', 'Send a session cookie or an API key, not both');
+        return resolveKey!(c, key);
+      },
+    }),
+  );
   use(denyUndeclared(globals));
 
   app.route('/', healthRoutes({ db }));

@@ -1,5 +1,6 @@
-import type { Kysely, Transaction } from 'kysely';
+import { sql, type Kysely, type Transaction } from 'kysely';
 import type { DB } from './db/database.js';
+import { currentRequestScope } from './request-scope.js';
 
 /** API.md "Audit actions". */
 export const AUDIT_ACTIONS = [
@@ -41,14 +42,19 @@ function scrub(value: unknown): unknown {
 
 /** Writes one entry inside the caller's transaction, so it commits or rolls back with the change. */
 export async function recordAudit(trx: Transaction<DB> | Kysely<DB>, { action, actorId, organizationId, metadata, requestId }: AuditEntry): Promise<void> {
+  const scope = currentRequestScope();
+  // An action done with an API key names the key as the actor's means.
+  const means = scope?.apiKeyId ? { via: { type: 'api_key', apiKeyId: scope.apiKeyId } } : {};
   await trx
     .insertInto('audit_logs')
     .values({
       tenant_id: organizationId,
       actor_id: actorId,
       action,
-      metadata: JSON.stringify(scrub(metadata)),
-      request_id: requestId ?? null,
+      // As text, cast by the server: postgres.js binds a string to a jsonb
+      // parameter as a JSON string scalar ("{\"keyId\":…}"), not an object.
+      metadata: sql<string>`${JSON.stringify(scrub({ ...metadata, ...means }))}::text::jsonb`,
+      request_id: requestId ?? scope?.requestId ?? null,
     })
     .execute();
 }

@@ -24,6 +24,8 @@ export interface EnrichedSession {
   deletedAt: string | null;
   /** When a scheduled account is due for purge (deletedAt + ACCOUNT_DELETION_GRACE_DAYS). */
   purgeAfter: string | null;
+  /** Set when an API key (API_KEY_AUTH=enabled) authenticated the request instead of a session cookie. */
+  apiKey: { id: string } | null;
 }
 
 export type AppEnv = {

@@ -31,7 +31,8 @@ export const ORGANIZATION_TRANSACTIONAL_PATHS: ReadonlySet<string> = new Set([
   `${ORG}/leave`,
 ]);
 
-const ID_FIELDS = ['organizationId', 'invitationId', 'memberId', 'userId'] as const;
+// `id`: get-invitation's query names the invitation so.
+const ID_FIELDS = ['organizationId', 'invitationId', 'memberId', 'userId', 'id'] as const;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[1-8][0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/i;
 
 export interface OrganizationCall {
@@ -89,6 +90,11 @@ export async function authorizeOrganizationCall(c: Context<AppEnv>, { path, db }
       }
     }
   }
+  // remove-member: an email, or else a member id.
+  const target = body?.memberIdOrEmail;
+  if (target !== undefined && (typeof target !== 'string' || (!target.includes('@') && !UUID.test(target)))) {
+    throw new ApiError('VALIDATION_ERROR', 'Request validation failed', { details: [{ path: 'memberIdOrEmail', message: 'must be an email or a member UUID' }] });
+  }
 
   const call: OrganizationCall = { request: c.req.raw, organizationId: null };
   const required = ORGANIZATION_PERMISSIONS[path];
@@ -116,6 +122,10 @@ export async function authorizeOrganizationCall(c: Context<AppEnv>, { path, db }
 
   if (path === `${ORG}/invite-member` && body && organizationId) {
     // API.md: an invitation names a role slug of the organization (default member), never Owner.
+    // One slug: the library would also take a list, which we would not check.
+    if (body.role !== undefined && typeof body.role !== 'string') {
+      throw new ApiError('VALIDATION_ERROR', 'Request validation failed', { details: [{ path: 'role', message: 'must be one role slug' }] });
+    }
     const slug = typeof body.role === 'string' ? body.role : 'member';
     if (slug === 'owner') {
       throw new ApiError('VALIDATION_ERROR', 'An invitation cannot grant the Owner role', { details: [{ path: 'role', message: 'must not be owner' }] });

@@ -56,6 +56,7 @@ export function createSessionResolver({ auth, db, graceDays }: { auth: Auth; db:
       permissions: state.permissions,
       deletedAt: state.deleted_at ? new Date(state.deleted_at).toISOString() : null,
       purgeAfter: state.deleted_at ? purgeAfter(state.deleted_at, graceDays).toISOString() : null,
+      apiKey: null,
     };
   };
 }

@@ -19,6 +19,11 @@ export type Access =
       permissions?: readonly Permission[];
       /** Spec §5: the few routes an account scheduled for deletion may still use. */
       allowScheduledForDeletion?: boolean;
+      /**
+       * API_KEY_AUTH: keys reach permission-guarded tenant routes only, and
+       * not the ones that set this false (no key mints keys).
+       */
+      apiKeys?: boolean;
     };
 
 export const access = {
@@ -74,6 +79,10 @@ async function check(c: Context<AppEnv>, declared: Access): Promise<void> {
   if (declared.kind === 'optional') return;
   // 4. No session: 401.
   if (!session) throw new ApiError('UNAUTHORIZED', 'Authentication required');
+  // An API key authenticates permission-guarded tenant routes only (API.md API_KEY_AUTH).
+  if (session.apiKey && (!declared.permissions?.length || declared.platformRoles || declared.apiKeys === false)) {
+    throw new ApiError('UNAUTHORIZED', 'API keys are not accepted on this route');
+  }
   // Spec §5: an account scheduled for deletion reaches only the allowlist.
   if (session.deletedAt && !declared.allowScheduledForDeletion) throw scheduledForDeletion(session);
   // Spec §5 "Account scheduled for deletion": 403 except on the allowlisted routes.
@@ -89,8 +98,9 @@ async function check(c: Context<AppEnv>, declared: Access): Promise<void> {
   if (needsOrganization && !session.session.activeOrganizationId) {
     throw new ApiError('NO_ACTIVE_ORGANIZATION', 'No active organization');
   }
-  // 7. Permissions: AND over the list; a superadmin passes.
-  if (declared.permissions && session.user.role !== 'superadmin' && !hasAll(session.permissions, declared.permissions)) {
+  // 7. Permissions: AND over the list; a superadmin passes (never through a key).
+  const bypass = session.user.role === 'superadmin' && !session.apiKey;
+  if (declared.permissions && !bypass && !hasAll(session.permissions, declared.permissions)) {
     throw new ApiError('INSUFFICIENT_PERMISSIONS', 'Insufficient permissions');
   }
 }

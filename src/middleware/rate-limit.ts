@@ -105,7 +105,8 @@ export function rateLimit({ config, store, clientIp = (c) => clientIpFromForward
   };
 }
 
-function tooMany(decision: Pick<RateLimitDecision, 'limit' | 'remaining' | 'reset'>, now: Date): ApiError {
+/** 429 RATE_LIMITED with the four headers of API.md (on 429 only). */
+export function tooMany(decision: Pick<RateLimitDecision, 'limit' | 'remaining' | 'reset'>, now: Date): ApiError {
   const retryAfter = Math.max(1, Math.ceil((decision.reset - now.getTime()) / 1000));
   return new ApiError('RATE_LIMITED', 'Too many requests', {
     headers: {

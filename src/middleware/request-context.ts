@@ -2,6 +2,7 @@ import { requestId as honoRequestId } from 'hono/request-id';
 import type { MiddlewareHandler } from 'hono';
 import type { AppEnv } from '../types.js';
 import type { Logger } from '../logger.js';
+import { runInRequestScope } from '../request-scope.js';
 
 /**
  * `X-Request-Id` on every response: the client's when well-formed (word
@@ -22,7 +23,7 @@ export function accessLog({ logger, now = () => performance.now() }: { logger: L
     const requestLogger = logger.child({ requestId: c.get('requestId') });
     c.set('logger', requestLogger);
     try {
-      await next();
+      await runInRequestScope({ requestId: c.get('requestId'), apiKeyId: null }, next);
     } catch (thrown) {
       // hono hands only Error instances to onError; anything else thrown would
       // reach the adapter raw (no contract body, no headers, no log line).

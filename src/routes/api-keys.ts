@@ -50,7 +50,8 @@ const json = <T extends z.ZodType>(schema: T, description: string) => ({ descrip
 const createRoute = defineRoute({
   method: 'post',
   path: '/api/api-keys',
-  access: access.permissions('api_keys:write'),
+  // No key mints keys (API_KEY_AUTH).
+  access: access.session({ organization: true, permissions: ['api_keys:write'], apiKeys: false }),
   summary: 'Create an API key; scopes must be a subset of your own permissions',
   request: { body: { content: { 'application/json': { schema: CreateApiKeySchema } } } },
   responses: { 201: json(CreatedApiKeySchema, 'The key, with its plaintext shown once') },

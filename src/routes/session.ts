@@ -30,7 +30,8 @@ const route = defineRoute({
 export function sessionRoutes() {
   return createRouter().openapi(route, async (c) => {
     const session = await loadSession(c);
-    if (!session) return c.json(null, 200);
+    // An API key is not a session: it is answered as signed out here.
+    if (!session || session.apiKey) return c.json(null, 200);
     const { user, session: current, permissions } = session;
     return c.json({ user, session: current, permissions }, 200);
   });
