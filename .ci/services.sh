@@ -134,7 +134,7 @@ SET client_min_messages = warning;
 DO $$
 BEGIN
   IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'gatehouse_owner') THEN
-    CREATE ROLE gatehouse_owner LOGIN CREATEROLE PASSWORD 'owner';
+    CREATE ROLE gatehouse_owner LOGIN CREATEROLE CREATEDB PASSWORD 'owner';
   END IF;
   IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'gatehouse_runtime') THEN
     CREATE ROLE gatehouse_runtime LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE PASSWORD 'runtime';
