@@ -25,6 +25,7 @@ import { apiKeyRoutes } from './routes/api-keys.js';
 import { auditLogRoutes } from './routes/audit-logs.js';
 import { userRoutes } from './routes/users.js';
 import { cronRoutes } from './routes/cron.js';
+import { mountDocs } from './routes/docs.js';
 import type { AppDeps, AppEnv } from './types.js';
 
 export interface CreateAppOptions {
@@ -99,6 +100,8 @@ export function createApp(deps: AppDeps, options: CreateAppOptions = {}) {
   app.route('/', auditLogRoutes({ db }));
   app.route('/', userRoutes({ db, clock, graceDays: config.accountDeletionGraceDays }));
   app.route('/', cronRoutes({ db, clock, cronSecret: config.cronSecret, graceDays: config.accountDeletionGraceDays }));
+
+  mountDocs(app, { enabled: config.docsEnabled, serverUrl: config.auth.url });
 
   app.notFound((c) => renderError(new ApiError('NOT_FOUND', 'Not found'), c));
   app.onError(renderError);

@@ -1,6 +1,7 @@
 import { OpenAPIHono, createRoute, type RouteConfig } from '@hono/zod-openapi';
 import { requireJson } from './middleware/body-limit.js';
 import { guard, type Access } from './middleware/guard.js';
+import { z as zo } from '@hono/zod-openapi';
 import type { z } from 'zod';
 import { ApiError, type ErrorDetail } from './errors.js';
 import type { AppEnv } from './types.js';
@@ -27,6 +28,63 @@ export function createRouter(): OpenAPIHono<AppEnv> {
 
 const jsonOnly = requireJson();
 
+/** API.md "Errors": the one error shape, as an OpenAPI component. */
+export const ErrorSchema = zo
+  .object({
+    code: zo.string().openapi({ example: 'INSUFFICIENT_PERMISSIONS' }),
+    message: zo.string().openapi({ example: 'Insufficient permissions' }),
+    details: zo.array(zo.object({ path: zo.string(), message: zo.string() })).optional(),
+  })
+  .openapi('Error');
+
+const errorResponse = (description: string, headers?: Record<string, { description: string; schema: { type: 'string' } }>) => ({
+  description,
+  content: { 'application/json': { schema: ErrorSchema } },
+  ...(headers ? { headers } : {}),
+});
+
+const RATE_LIMIT_HEADERS = {
+  'X-RateLimit-Limit': { description: 'Requests allowed in the window', schema: { type: 'string' as const } },
+  'X-RateLimit-Remaining': { description: 'Requests left in the window (0)', schema: { type: 'string' as const } },
+  'X-RateLimit-Reset': { description: 'Unix seconds when the window or block ends', schema: { type: 'string' as const } },
+  'Retry-After': { description: 'Seconds to wait', schema: { type: 'string' as const } },
+};
+
+/** The contract's error responses that can answer a route, from what it declares. */
+function errorResponses(config: RouteConfig, declared: Access) {
+  const hasBody = Boolean(config.request?.body);
+  const hasParams = Boolean(config.request?.params);
+  const validates = hasBody || hasParams || Boolean(config.request?.query);
+  const protectedRoute = declared.kind === 'session';
+  return {
+    ...(validates ? { 400: errorResponse('VALIDATION_ERROR: malformed JSON, wrong types, unknown fields, bad ids or query') } : {}),
+    ...(protectedRoute ? { 401: errorResponse('UNAUTHORIZED: no valid session') } : {}),
+    ...(protectedRoute
+      ? { 403: errorResponse('FORBIDDEN, NO_ACTIVE_ORGANIZATION, INSUFFICIENT_PERMISSIONS, ACCOUNT_SCHEDULED_FOR_DELETION (and NOT_OWNER where stated)') }
+      : {}),
+    ...(hasParams ? { 404: errorResponse('NOT_FOUND: unknown id, or one of another organization') } : {}),
+    ...(protectedRoute && config.method !== 'get' ? { 409: errorResponse('SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE or TARGET_NOT_ADMIN where the route can cause them') } : {}),
+    ...(hasBody ? { 413: errorResponse('PAYLOAD_TOO_LARGE: body over 1,048,576 bytes'), 415: errorResponse('UNSUPPORTED_MEDIA_TYPE: body is not JSON') } : {}),
+    429: errorResponse('RATE_LIMITED', RATE_LIMIT_HEADERS),
+    500: errorResponse('INTERNAL_ERROR (the response carries X-Request-Id)'),
+    503: errorResponse('SERVICE_UNAVAILABLE: database or rate-limit store unreachable'),
+  };
+}
+
+/** The access rule as the OpenAPI document states it (`x-access`, and `security`). */
+function describeAccess(declared: Access) {
+  if (declared.kind === 'public') return { 'x-access': 'public', security: [] };
+  if (declared.kind === 'optional') return { 'x-access': 'optional-auth', security: [{}, { sessionCookie: [] }] };
+  const rule = {
+    ...(declared.platformRoles ? { platformRoles: [...declared.platformRoles] } : {}),
+    ...(declared.organization || declared.permissions?.length ? { activeOrganization: true } : {}),
+    ...(declared.permissions?.length ? { permissions: [...declared.permissions] } : {}),
+    ...(declared.allowScheduledForDeletion ? { allowedWhileScheduledForDeletion: true } : {}),
+  };
+  const keys = declared.permissions?.length && !declared.platformRoles && declared.apiKeys !== false;
+  return { 'x-access': { session: true, ...rule }, security: keys ? [{ sessionCookie: [] }, { apiKey: [] }] : [{ sessionCookie: [] }] };
+}
+
 /**
  * createRoute plus what every service route needs, in spec §4 order: the
  * route's declared access (checked by the guard before anything reads the
@@ -38,7 +96,9 @@ export function defineRoute<const R extends RouteConfig>(config: R & { access: A
   const own = route.middleware === undefined ? [] : Array.isArray(route.middleware) ? route.middleware : [route.middleware];
   const body = route.request?.body;
   return createRoute({
+    ...(describeAccess(access) as object),
     ...route,
+    responses: { ...errorResponses(route as RouteConfig, access), ...route.responses },
     ...(body ? { request: { ...route.request, body: { required: true, ...body } } } : {}),
     middleware: [guard(access), ...(body ? [jsonOnly] : []), ...own],
   } as unknown as R);

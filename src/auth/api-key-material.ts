@@ -6,7 +6,7 @@ export const KEY_RANDOM_LENGTH = 32;
 const ALPHABET = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
 const KEY_PATTERN = /^sk_live_[0-9A-Za-z]{32}$/;
 /** 62 × 4: bytes at or above it would favour the first characters, so they are drawn again. */
-const UNBIASED_LIMIT = 256;
+const UNBIASED_LIMIT = 248;
 
 /** 32 base-62 characters from the CSPRNG, by rejection sampling (no modulo bias). */
 export function randomBase62(length: number): string {

@@ -85,10 +85,6 @@ async function check(c: Context<AppEnv>, declared: Access): Promise<void> {
   }
   // Spec §5: an account scheduled for deletion reaches only the allowlist.
   if (session.deletedAt && !declared.allowScheduledForDeletion) throw scheduledForDeletion(session);
-  // Spec §5 "Account scheduled for deletion": 403 except on the allowlisted routes.
-  if (session.deletedAt && !declared.allowScheduledForDeletion) {
-    throw new ApiError('ACCOUNT_SCHEDULED_FOR_DELETION', 'Account is scheduled for deletion');
-  }
   // 5. Platform roles.
   if (declared.platformRoles && !declared.platformRoles.includes(session.user.role)) {
     throw new ApiError('FORBIDDEN', 'Forbidden');
