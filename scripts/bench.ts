@@ -1,0 +1,376 @@
+/**
+ * `npm run bench`: throughput and latency of the service's hot paths beside
+ * the ceiling (a bare Hono app on the same adapter), in one run, on this
+ * machine. The service runs as its real Node entry in a child process, on
+ * PostgreSQL when DATABASE_URL is set and the embedded engine otherwise.
+ * Options: --duration <s> (default 10), --connections <n> (default 50),
+ * --warmup <s> (default 2). Results: a table on stdout and JSON in
+ * bench-results/ (git-ignored). Never run from the test suite.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { gzipSync } from 'node:zlib';
+import autocannon from 'autocannon';
+import { createApp } from '../src/app.js';
+import { parseConfig } from '../src/config.js';
+import { migrateToLatest } from '../src/db/migrate.js';
+import { openDatabase } from '../src/db/open.js';
+import { createMemoryLogger } from '../src/logger.js';
+import { createMemoryStore } from '../src/middleware/rate-limit-store.js';
+
+const args = new Map<string, string>();
+for (let i = 2; i < process.argv.length; i += 2) args.set(process.argv[i]!.replace(/^--/, ''), process.argv[i + 1] ?? '');
+const DURATION = Number(args.get('duration') ?? 10);
+const CONNECTIONS = Number(args.get('connections') ?? 50);
+const WARMUP = Number(args.get('warmup') ?? 2);
+const SECRET = `bench-${crypto.randomUUID()}-${crypto.randomUUID()}`;
+const ORIGIN = 'http://localhost:3000';
+const PASSWORD = 'correct horse battery staple';
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+    server.on('error', reject);
+  });
+}
+
+interface Child {
+  process: ChildProcess;
+  port: number;
+  lines: Record<string, unknown>[];
+  startedMs: number;
+  stop(): Promise<void>;
+}
+
+async function start(command: string[], env: Record<string, string>, port: number): Promise<Child> {
+  const began = performance.now();
+  const child = spawn(process.execPath, ['--import', 'tsx', ...command], {
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const lines: Record<string, unknown>[] = [];
+  let buffer = '';
+  const collect = (chunk: Buffer) => {
+    buffer += chunk.toString();
+    let index;
+    while ((index = buffer.indexOf('\n')) >= 0) {
+      const line = buffer.slice(0, index);
+      buffer = buffer.slice(index + 1);
+      try {
+        const parsed = JSON.parse(line) as Record<string, unknown>;
+        // Keep what the bench reads; drop the access lines so memory stays flat.
+        if (parsed.event !== 'request') lines.push(parsed);
+      } catch {
+        // not a log line
+      }
+    }
+  };
+  child.stdout!.on('data', collect);
+  child.stderr!.on('data', collect);
+  const deadline = Date.now() + 120_000;
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`server exited: ${JSON.stringify(lines.slice(-5))}`);
+    try {
+      const res = await fetch(`http://127.0.0.1:${port}${command[0]!.includes('ceiling') ? '/json' : '/api/health'}`);
+      if (res.status === 200) break;
+    } catch {
+      // not listening yet
+    }
+    if (Date.now() > deadline) throw new Error('server did not start');
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  const startedMs = performance.now() - began;
+  return {
+    process: child,
+    port,
+    lines,
+    startedMs,
+    stop: () =>
+      new Promise<void>((resolve) => {
+        child.once('exit', () => resolve());
+        child.kill('SIGTERM');
+      }),
+  };
+}
+
+function cookieHeader(setCookies: string[], only?: string): string {
+  return setCookies
+    .map((c) => c.split(';')[0]!)
+    .filter((pair) => !only || pair.startsWith(only))
+    .join('; ');
+}
+
+interface Seeded {
+  cookie: string;
+  tokenOnlyCookie: string;
+  apiKey: string;
+  email: string;
+}
+
+/** Through the API: sign up, follow the mailed link, sign in, create an organization and an API key. */
+async function seed(request: (path: string, init?: RequestInit) => Promise<Response>, mails: () => Record<string, unknown>[]): Promise<Seeded> {
+  const email = `bench-${crypto.randomUUID().slice(0, 8)}@example.test`;
+  const post = (path: string, body: unknown, cookie?: string) =>
+    request(path, { method: 'POST', headers: { origin: ORIGIN, 'content-type': 'application/json', ...(cookie ? { cookie } : {}) }, body: JSON.stringify(body) });
+  await post('/api/auth/sign-up/email', { email, password: PASSWORD, name: 'Bench' });
+  let link: string | undefined;
+  for (let i = 0; i < 100 && !link; i++) {
+    const mail = mails().find((line) => line.event === 'email' && line.to === email);
+    link = mail ? /https?:\/\/\S+/.exec(String(mail.text))?.[0] : undefined;
+    if (!link) await new Promise((r) => setTimeout(r, 50));
+  }
+  if (!link) throw new Error('no verification mail');
+  const url = new URL(link);
+  await request(`${url.pathname}${url.search}`, { redirect: 'manual' });
+  const signIn = await post('/api/auth/sign-in/email', { email, password: PASSWORD });
+  let cookie = cookieHeader(signIn.headers.getSetCookie());
+  const org = await post('/api/auth/organization/create', { name: 'Bench', slug: `bench-${crypto.randomUUID().slice(0, 8)}` }, cookie);
+  if (org.status !== 200) throw new Error(`organization: ${org.status} ${await org.text()}`);
+  // A fresh cookie cache that names the active organization.
+  const session = await request('/api/auth/get-session', { headers: { cookie } });
+  const renewed = session.headers.getSetCookie();
+  if (renewed.length > 0) cookie = cookieHeader(renewed.concat(cookie.split('; ').filter((pair) => !renewed.some((r) => r.startsWith(pair.split('=')[0]!)))));
+  const key = await post('/api/api-keys', { name: 'bench', scopes: ['roles:read'] }, cookie);
+  if (key.status !== 201) throw new Error(`api key: ${key.status} ${await key.text()}`);
+  return { cookie, tokenOnlyCookie: cookieHeader(cookie.split('; '), 'gatehouse.session_token'), apiKey: ((await key.json()) as { key: string }).key, email };
+}
+
+interface Scenario {
+  name: string;
+  port: number;
+  requests: autocannon.Request[];
+  sql?: number | null;
+}
+
+interface Result {
+  scenario: string;
+  requestsPerSecond: number;
+  p50: number;
+  p99: number;
+  non2xx: number;
+  errors: number;
+  ratio: number;
+  sqlPerRequest: number | null;
+  marked: boolean;
+}
+
+async function measure(s: Scenario, seconds: number): Promise<autocannon.Result> {
+  return autocannon({ url: `http://127.0.0.1:${s.port}`, connections: CONNECTIONS, duration: seconds, requests: s.requests });
+}
+
+async function run(s: Scenario): Promise<autocannon.Result> {
+  if (WARMUP > 0) await measure(s, WARMUP);
+  await new Promise((r) => setTimeout(r, 500)); // drain in-flight work
+  return measure(s, DURATION);
+}
+
+/** SQL statements per request, counted through a Kysely log hook on an in-process app over a few sequential requests. */
+async function countSql(): Promise<Record<string, number>> {
+  let statements = 0;
+  const database = await openDatabase({ url: 'pglite://memory', log: (event) => void (event.level === 'query' && (statements += 1)) });
+  await migrateToLatest(database);
+  const { config } = parseConfig({ NODE_ENV: 'test', AUTH_SECRET: SECRET, RATE_LIMIT_ENABLED: 'false', API_KEY_AUTH: 'enabled' });
+  const logger = createMemoryLogger('info');
+  const app = createApp({ config, database, rateLimitStore: createMemoryStore(), logger });
+  const request = async (path: string, init?: RequestInit) => app.request(path, init);
+  const seeded = await seed(request, () => logger.lines);
+  const sample = async (fn: () => Promise<unknown>, times = 5) => {
+    await fn();
+    statements = 0;
+    for (let i = 0; i < times; i++) await fn();
+    return statements / times;
+  };
+  const result: Record<string, number> = {
+    health: await sample(() => request('/api/health')),
+    sessionCached: await sample(() => request('/api/session', { headers: { cookie: seeded.cookie } })),
+    sessionDatabase: await sample(() => request('/api/session', { headers: { cookie: seeded.tokenOnlyCookie } })),
+    listRoles: await sample(() => request('/api/roles', { headers: { cookie: seeded.cookie } })),
+    createDeleteRole: await sample(async () => {
+      const created = await request('/api/roles', {
+        method: 'POST',
+        headers: { cookie: seeded.cookie, 'content-type': 'application/json' },
+        body: JSON.stringify({ name: `r ${crypto.randomUUID()}`, permissions: ['roles:read'] }),
+      });
+      const { id } = (await created.json()) as { id: string };
+      await request(`/api/roles/${id}`, { method: 'DELETE', headers: { cookie: seeded.cookie } });
+    }),
+    signIn: await sample(() =>
+      request('/api/auth/sign-in/email', { method: 'POST', headers: { origin: ORIGIN, 'content-type': 'application/json' }, body: JSON.stringify({ email: seeded.email, password: PASSWORD }) }),
+    ),
+    apiKeyRead: await sample(() => request('/api/roles', { headers: { authorization: `Bearer ${seeded.apiKey}` } })),
+  };
+  await database.close();
+  return result;
+}
+
+async function workerBundleGzipKiB(): Promise<number | null> {
+  const out = await mkdtemp(join(tmpdir(), 'gatehouse-worker-'));
+  try {
+    await new Promise<void>((resolve, reject) => {
+      const child = spawn('npx', ['wrangler', 'deploy', '--dry-run', '--outdir', out], { stdio: 'ignore', env: { ...process.env, WRANGLER_SEND_METRICS: 'false' } });
+      child.on('exit', (code) => (code === 0 ? resolve() : reject(new Error(`wrangler exited ${code}`))));
+    });
+    let total = 0;
+    for (const file of await readdir(out)) {
+      if (!file.endsWith('.js')) continue;
+      total += gzipSync(await readFile(join(out, file))).length;
+    }
+    return Math.round((total / 1024) * 10) / 10;
+  } catch {
+    return null;
+  } finally {
+    await rm(out, { recursive: true, force: true });
+  }
+}
+
+async function main() {
+  const dataDir = await mkdtemp(join(tmpdir(), 'gatehouse-bench-'));
+  const databaseUrl = process.env.DATABASE_URL ?? `pglite://${join(dataDir, 'db')}`;
+  const engine = databaseUrl.startsWith('pglite://') ? 'pglite' : 'postgres';
+  const baseEnv = {
+    NODE_ENV: 'development',
+    AUTH_SECRET: SECRET,
+    DATABASE_URL: databaseUrl,
+    ...(process.env.DATABASE_MIGRATION_URL ? { DATABASE_MIGRATION_URL: process.env.DATABASE_MIGRATION_URL } : {}),
+    RATE_LIMIT_ENABLED: 'false',
+    API_KEY_AUTH: 'enabled',
+    DOCS_ENABLED: 'false',
+  };
+  const results: Result[] = [];
+  const notes: Record<string, unknown> = { engine, connections: CONNECTIONS, durationSeconds: DURATION, warmupSeconds: WARMUP, node: process.version };
+
+  console.error('counting SQL statements per request…');
+  const sql = await countSql();
+
+  const ceilingPort = await freePort();
+  const ceiling = await start(['scripts/bench-ceiling.ts', String(ceilingPort)], {}, ceilingPort);
+  const ceilingResult = await run({ name: 'ceiling', port: ceilingPort, requests: [{ method: 'GET', path: '/json' }] });
+  await ceiling.stop();
+  const ceilingRps = ceilingResult.requests.average;
+  const record = (name: string, r: autocannon.Result, sqlPerRequest: number | null, base = ceilingRps) => {
+    const result: Result = {
+      scenario: name,
+      requestsPerSecond: Math.round(r.requests.average),
+      p50: r.latency.p50,
+      p99: r.latency.p99,
+      non2xx: r.non2xx,
+      errors: r.errors + r.timeouts,
+      ratio: Math.round((r.requests.average / base) * 1000) / 1000,
+      sqlPerRequest,
+      marked: r.non2xx > 0 || r.errors + r.timeouts > 0,
+    };
+    results.push(result);
+    console.error(`${name}: ${result.requestsPerSecond} req/s, p99 ${result.p99} ms${result.marked ? ' (ERRORS)' : ''}`);
+  };
+  record('1 ceiling: bare Hono JSON route', ceilingResult, 0);
+
+  const port = await freePort();
+  const server = await start(['src/server.ts'], { ...baseEnv, PORT: String(port) }, port);
+  notes.startupMs = { [engine]: Math.round(server.startedMs) };
+  const seeded = await seed((path, init) => fetch(`http://127.0.0.1:${port}${path}`, init), () => server.lines);
+  const get = (path: string, headers: Record<string, string> = {}): autocannon.Request[] => [{ method: 'GET', path, headers }];
+
+  record('2 GET /api/health (whole chain)', await run({ name: 'health', port, requests: get('/api/health') }), sql.health ?? null);
+  record('3 GET /api/session (cookie cache)', await run({ name: 'session', port, requests: get('/api/session', { cookie: seeded.cookie }) }), sql.sessionCached ?? null);
+  record('4 GET /api/session (token only: database)', await run({ name: 'session-db', port, requests: get('/api/session', { cookie: seeded.tokenOnlyCookie }) }), sql.sessionDatabase ?? null);
+  record('5 GET /api/roles (permission-checked read)', await run({ name: 'roles', port, requests: get('/api/roles', { cookie: seeded.cookie }) }), sql.listRoles ?? null);
+  let counter = 0;
+  record(
+    '6 POST+DELETE /api/roles (writes with audit; per pair)',
+    await run({
+      name: 'roles-write',
+      port,
+      requests: [
+        {
+          method: 'POST',
+          path: '/api/roles',
+          headers: { cookie: seeded.cookie, 'content-type': 'application/json' },
+          setupRequest: (req) => ({ ...req, body: JSON.stringify({ name: `bench role ${process.pid} ${(counter += 1)}`, permissions: ['roles:read'] }) }),
+          onResponse: (status, body, context) => {
+            if (status === 201) context.roleId = (JSON.parse(body) as { id: string }).id;
+          },
+        },
+        {
+          method: 'DELETE',
+          headers: { cookie: seeded.cookie },
+          setupRequest: (req, context) => ({ ...req, path: `/api/roles/${String(context.roleId)}` }),
+        },
+      ],
+    }),
+    sql.createDeleteRole ?? null,
+  );
+  const signIn = await run({
+    name: 'sign-in',
+    port,
+    requests: [
+      {
+        method: 'POST',
+        path: '/api/auth/sign-in/email',
+        headers: { origin: ORIGIN, 'content-type': 'application/json' },
+        body: JSON.stringify({ email: seeded.email, password: PASSWORD }),
+      },
+    ],
+  });
+  const hashRate = await new Promise<number>((resolve, reject) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'scripts/bench-hash.ts', String(CONNECTIONS), String(DURATION)], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    child.stdout!.on('data', (chunk) => (out += chunk));
+    child.on('exit', (code) => (code === 0 ? resolve((JSON.parse(out.trim()) as { hashesPerSecond: number }).hashesPerSecond) : reject(new Error('hash bench failed'))));
+  });
+  notes.rawHashesPerSecond = Math.round(hashRate * 10) / 10;
+  record('7 POST /api/auth/sign-in/email (ratio: to raw hash rate)', signIn, sql.signIn ?? null, hashRate);
+  record('9 GET /api/roles with an API key', await run({ name: 'api-key', port, requests: get('/api/roles', { authorization: `Bearer ${seeded.apiKey}` }) }), sql.apiKeyRead ?? null);
+  await server.stop();
+
+  // 8: the rate-limit store's added latency on one route.
+  const limitedEnv = { ...baseEnv, RATE_LIMIT_ENABLED: 'true', RATE_LIMIT_GLOBAL_LIMIT: '1000000', RATE_LIMIT_GLOBAL_TTL: '3600' };
+  const memPort = await freePort();
+  const memory = await start(['src/server.ts'], { ...limitedEnv, PORT: String(memPort) }, memPort);
+  record('8a GET /api/health, rate limit: in-memory store', await run({ name: 'rl-memory', port: memPort, requests: get('/api/health') }), sql.health ?? null);
+  await memory.stop();
+  if (process.env.TEST_REDIS_URL) {
+    const { startUpstashServer } = await import('../tests/support/upstash-server.js');
+    const token = crypto.randomUUID();
+    const upstash = await startUpstashServer({ redisUrl: process.env.TEST_REDIS_URL, token });
+    const upPort = await freePort();
+    const viaRedis = await start(['src/server.ts'], { ...limitedEnv, PORT: String(upPort), KV_REST_API_URL: upstash.url, KV_REST_API_TOKEN: token }, upPort);
+    record('8b GET /api/health, rate limit: Upstash protocol over Redis', await run({ name: 'rl-redis', port: upPort, requests: get('/api/health') }), sql.health ?? null);
+    await viaRedis.stop();
+    await upstash.close();
+  } else {
+    notes.redisScenario = 'skipped: set TEST_REDIS_URL (source .ci/services.sh && services_start)';
+  }
+
+  notes.workerBundleGzipKiB = await workerBundleGzipKiB();
+  await rm(dataDir, { recursive: true, force: true });
+
+  const rows = results.map((r) => ({
+    scenario: r.scenario,
+    'req/s': r.requestsPerSecond,
+    'p50 ms': r.p50,
+    'p99 ms': r.p99,
+    non2xx: r.non2xx,
+    errors: r.errors,
+    ratio: r.ratio,
+    'SQL/req': r.sqlPerRequest,
+    flag: r.marked ? 'ERRORS' : '',
+  }));
+  console.table(rows);
+  console.log(JSON.stringify(notes, null, 2));
+  await mkdir('bench-results', { recursive: true });
+  const file = join('bench-results', `bench-${engine}-${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
+  await writeFile(file, JSON.stringify({ notes, results }, null, 2));
+  console.log(`written: ${file} (${(await stat(file)).size} bytes)`);
+}
+
+main().catch((error) => {
+  console.error(error);
+  process.exit(1);
+});
