@@ -294,13 +294,13 @@ async function main() {
           headers: { cookie: seeded.cookie, 'content-type': 'application/json' },
           setupRequest: (req) => ({ ...req, body: JSON.stringify({ name: `bench role ${process.pid} ${(counter += 1)}`, permissions: ['roles:read'] }) }),
           onResponse: (status, body, context) => {
-            if (status === 201) context.roleId = (JSON.parse(body) as { id: string }).id;
+            if (status === 201) (context as Record<string, unknown>).roleId = (JSON.parse(body) as { id: string }).id;
           },
         },
         {
           method: 'DELETE',
           headers: { cookie: seeded.cookie },
-          setupRequest: (req, context) => ({ ...req, path: `/api/roles/${String(context.roleId)}` }),
+          setupRequest: (req, context) => ({ ...req, path: `/api/roles/${String((context as Record<string, unknown>).roleId)}` }),
         },
       ],
     }),

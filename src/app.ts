@@ -4,13 +4,14 @@ import { createMailer, type Mailer } from './auth/email.js';
 import { createSessionResolver } from './auth/session.js';
 import { registerOrganizationHandlers } from './auth/organizations.js';
 import { createApiKeyResolver, hasSessionCookie, presentedKey } from './auth/api-key-auth.js';
-import { createCookieCacheReader } from './auth/cookie-cache.js';
+import { createCookieCacheVerifier } from './auth/cookie-cache.js';
 import { ApiError, renderError } from './errors.js';
 import { createEvents, type Events } from './events.js';
 import { accessLog, requestId } from './middleware/request-context.js';
 import { securityHeaders } from './middleware/security-headers.js';
 import { cors } from './middleware/cors.js';
 import { bodyLimit } from './middleware/body-limit.js';
+import { jsonInput } from './middleware/json-input.js';
 import { rateLimit, type RateLimitOptions } from './middleware/rate-limit.js';
 import { session } from './middleware/session.js';
 import { denyUndeclared } from './middleware/guard.js';
@@ -49,7 +50,7 @@ export function createApp(deps: AppDeps, options: CreateAppOptions = {}) {
   const mailer = options.mailer ?? createMailer({ config, logger, events });
   registerOrganizationHandlers({ events, db });
   const auth = createAuth({ config, db, mailer, logger, events });
-  const readCookieCache = createCookieCacheReader(config);
+  const readCookieCache = createCookieCacheVerifier(config);
 
   const app = createRouter();
   const globals = new WeakSet<Function>();
@@ -70,11 +71,13 @@ export function createApp(deps: AppDeps, options: CreateAppOptions = {}) {
       clientIp: options.clientIp,
       // Identity without touching the database: a flood of junk cookies is
       // limited by address before any session lookup.
-      identifyUser: async (c) => (await readCookieCache(c.req.raw.headers))?.userId ?? null,
+      identifyUser: (c) => readCookieCache(c.req.header('cookie'))?.userId ?? null,
       clock,
     }),
   );
-  const resolveCookie = createSessionResolver({ auth, db, graceDays: config.accountDeletionGraceDays });
+  // After the limiter: a refused request costs no parsing.
+  use(jsonInput());
+  const resolveCookie = createSessionResolver({ auth, db, config, graceDays: config.accountDeletionGraceDays });
   const resolveKey = config.apiKeyAuth ? createApiKeyResolver({ db, config, store: rateLimitStore, clock }) : null;
   use(
     session({

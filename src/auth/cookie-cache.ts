@@ -1,22 +1,78 @@
-import { getCookieCache } from 'better-auth/cookies';
+import { createHmac, timingSafeEqual } from 'node:crypto';
+import { parse } from 'hono/utils/cookie';
 import type { Config } from '../config.js';
 import { COOKIE_PREFIX } from './auth.js';
 
+export interface CachedSession {
+  sessionId: string;
+  userId: string;
+  /** The session's own expiry (ISO), as the cache recorded it. */
+  expiresAt: string;
+}
+
+function equal(a: Buffer, b: Buffer): boolean {
+  return a.length === b.length && timingSafeEqual(a, b);
+}
+
 /**
- * Reads the library's signed cookie cache (its own verifier, same secret and
- * cookie name): the signed-in user's id without a database round trip, or
- * null when the cookie is absent, tampered, expired or signed with another
- * secret. Used only to pick the rate-limit identity (spec §8 rule 2).
+ * Reads the session the library's signed cookie cache describes, checking it
+ * exactly as better-auth's get-session does on a cache hit (better-call's
+ * signed `session_token`, the compact `session_data` HMAC, token match,
+ * version "1", both expiries) but with synchronous node:crypto HMACs and no
+ * per-call key import or schema pass. Anything it is not sure of returns
+ * null, and the caller asks the library, which then also renews or expires
+ * cookies. It never accepts a cookie the library would refuse.
  */
-export function createCookieCacheReader(config: Config) {
-  const options = { secret: config.auth.secret, cookiePrefix: COOKIE_PREFIX, isSecure: config.auth.secureCookies, strategy: 'compact' as const };
-  return async (headers: Headers): Promise<{ userId: string } | null> => {
-    if (!headers.get('cookie')) return null;
+export function createCookieCacheVerifier(config: Config, now: () => number = Date.now) {
+  const secret = config.auth.secret;
+  const prefix = config.auth.secureCookies ? '__Secure-' : '';
+  const tokenName = `${prefix}${COOKIE_PREFIX}.session_token`;
+  const dataName = `${prefix}${COOKIE_PREFIX}.session_data`;
+
+  return (cookieHeader: string | undefined | null): CachedSession | null => {
+    if (!cookieHeader || !cookieHeader.includes(dataName)) return null;
+    let cookies: Record<string, string>;
     try {
-      const payload = await getCookieCache(headers, options);
-      return payload ? { userId: payload.user.id } : null;
+      cookies = parse(cookieHeader);
     } catch {
       return null;
     }
+    const signedToken = cookies[tokenName];
+    const data = cookies[dataName];
+    if (!signedToken || !data) return null;
+
+    // better-call signed cookie: `<value>.<base64 HMAC-SHA256(secret, value)>`.
+    const dot = signedToken.lastIndexOf('.');
+    if (dot < 1) return null;
+    const token = signedToken.slice(0, dot);
+    const signature = signedToken.slice(dot + 1);
+    if (signature.length !== 44 || !signature.endsWith('=')) return null;
+    const expectedTokenSignature = createHmac('sha256', secret).update(token).digest();
+    if (!equal(Buffer.from(signature, 'base64'), expectedTokenSignature)) return null;
+
+    // Compact cookie cache: base64url(JSON { session, expiresAt, signature }).
+    let envelope: { session?: unknown; expiresAt?: unknown; signature?: unknown };
+    try {
+      envelope = JSON.parse(Buffer.from(data, 'base64url').toString('utf8'));
+    } catch {
+      return null;
+    }
+    const { session: payload, expiresAt, signature: dataSignature } = envelope ?? {};
+    if (!payload || typeof payload !== 'object' || Array.isArray(payload) || typeof expiresAt !== 'number' || typeof dataSignature !== 'string') return null;
+    const expectedDataSignature = createHmac('sha256', secret)
+      .update(JSON.stringify({ ...(payload as object), expiresAt }))
+      .digest();
+    if (!equal(Buffer.from(dataSignature, 'base64url'), expectedDataSignature) || dataSignature !== expectedDataSignature.toString('base64url')) return null;
+
+    const cached = payload as { session?: Record<string, unknown>; user?: Record<string, unknown>; version?: unknown; updatedAt?: unknown };
+    const session = cached.session;
+    const user = cached.user;
+    if (!session || !user || typeof cached.updatedAt !== 'number') return null;
+    if (session.token !== token || (cached.version ?? '1') !== '1') return null;
+    const sessionExpiry = new Date(String(session.expiresAt)).getTime();
+    const current = now();
+    if (expiresAt < current || !Number.isFinite(sessionExpiry) || sessionExpiry < current) return null;
+    if (typeof session.id !== 'string' || typeof user.id !== 'string' || session.userId !== user.id) return null;
+    return { sessionId: session.id, userId: user.id, expiresAt: new Date(sessionExpiry).toISOString() };
   };
 }

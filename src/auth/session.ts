@@ -4,6 +4,8 @@ import { purgeAfter } from '../db/queries/accounts.js';
 import type { SessionResolver } from '../middleware/session.js';
 import type { EnrichedSession } from '../types.js';
 import type { Auth } from './auth.js';
+import type { Config } from '../config.js';
+import { createCookieCacheVerifier } from './cookie-cache.js';
 
 interface SessionStateRow {
   email: string;
@@ -28,31 +30,38 @@ export async function loadSessionState(db: Kysely<DB>, sessionId: string, userId
 }
 
 /**
- * Resolves the enriched session of spec §2 once per request. The library
- * validates the cookie (from its 5-minute cookie cache or the database);
- * then one statement reads what must never be stale: the user's platform
- * role and deletion mark, whether the session was revoked, and the
- * permissions of the member's role in the active organization as stored now.
- * A role change, an organization switch, a revoked session or a scheduled
- * deletion therefore bites on the next request, not when the cookie cache
- * expires.
+ * Resolves the enriched session of spec §2 once per request. The cookie is
+ * validated from the library's 5-minute cookie cache (checked here exactly
+ * as the library checks it, see cookie-cache.ts) or, when that is absent or
+ * stale, by the library itself, which also renews cookies. Then one
+ * statement reads what must never be stale: whether the session row still
+ * stands, its active organization as stored now, the user's platform role and
+ * deletion mark, and the permissions of the member's role there. A role
+ * change, an organization switch, a revoked session or a scheduled deletion
+ * therefore bites on the next request, not when the cookie cache expires.
  */
-export function createSessionResolver({ auth, db, graceDays }: { auth: Auth; db: Kysely<DB>; graceDays: number }): SessionResolver {
+export function createSessionResolver({ auth, db, graceDays, config }: { auth: Auth; db: Kysely<DB>; graceDays: number; config: Config }): SessionResolver {
+  const fromCache = createCookieCacheVerifier(config);
   return async (c) => {
-    if (!c.req.header('cookie')) return null;
-    const result = await auth.api.getSession({ headers: c.req.raw.headers, returnHeaders: true });
-    // A refreshed session (updateAge) or a renewed cookie cache comes back as
-    // Set-Cookie: pass it on, or the browser keeps the stale cookies.
-    for (const cookie of result.headers.getSetCookie()) c.header('Set-Cookie', cookie, { append: true });
-    const found = result.response;
-    if (!found) return null;
-    const state = await loadSessionState(db, found.session.id, found.user.id);
+    const cookie = c.req.header('cookie');
+    if (!cookie) return null;
+    let found: { sessionId: string; userId: string; expiresAt: string } | null = fromCache(cookie);
+    if (!found) {
+      const result = await auth.api.getSession({ headers: c.req.raw.headers, returnHeaders: true });
+      // A refreshed session (updateAge) or a renewed cookie cache comes back
+      // as Set-Cookie: pass it on, or the browser keeps the stale cookies.
+      for (const setCookie of result.headers.getSetCookie()) c.header('Set-Cookie', setCookie, { append: true });
+      const response = result.response;
+      if (!response) return null;
+      found = { sessionId: response.session.id, userId: response.user.id, expiresAt: new Date(response.session.expiresAt).toISOString() };
+    }
+    const state = await loadSessionState(db, found.sessionId, found.userId);
     if (!state || !state.session_valid) return null;
     // A member of the organization, or no active organization at all (spec §4: empty permissions).
     const activeOrganizationId = state.member_id ? state.active_organization_id : null;
     return {
-      user: { id: found.user.id, email: state.email, name: state.name, role: state.role, emailVerified: state.email_verified },
-      session: { id: found.session.id, activeOrganizationId, expiresAt: new Date(found.session.expiresAt).toISOString() },
+      user: { id: found.userId, email: state.email, name: state.name, role: state.role, emailVerified: state.email_verified },
+      session: { id: found.sessionId, activeOrganizationId, expiresAt: found.expiresAt },
       permissions: state.permissions,
       deletedAt: state.deleted_at ? new Date(state.deleted_at).toISOString() : null,
       purgeAfter: state.deleted_at ? purgeAfter(state.deleted_at, graceDays).toISOString() : null,
