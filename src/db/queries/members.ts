@@ -33,7 +33,11 @@ export async function changeMemberRole(trx: Transaction<DB>, { tenantId, memberI
   const owners = await lockOwners(trx, tenantId);
   const member = await trx.selectFrom('members').select(['id', 'role_id']).where('organization_id', '=', tenantId).where('id', '=', memberId).forUpdate().executeTakeFirst();
   if (!member) throw new ApiError('NOT_FOUND', 'Member not found');
-  const target = await findRole(trx, tenantId, roleId);
+  // Key-share lock: a concurrent DELETE /api/roles/:id either waits for this
+  // change (and then moves the member to Viewer) or wins, and the role is not
+  // found here (404), instead of a foreign-key violation (500) at the update.
+  const lockedTarget = await trx.selectFrom('roles').select('id').where('tenant_id', '=', tenantId).where('id', '=', roleId).forKeyShare().executeTakeFirst();
+  const target = lockedTarget && (await findRole(trx, tenantId, roleId));
   if (!target) throw new ApiError('NOT_FOUND', 'Role not found');
   const previous = member.role_id ? await findRole(trx, tenantId, member.role_id) : undefined;
 
