@@ -56,6 +56,11 @@ export function authRoutes({ auth, config, db }: { auth: Auth; config: Config; d
     if (response.status === 404 && !response.headers.get('content-type')?.includes('json')) {
       throw new ApiError('NOT_FOUND', 'Not found');
     }
+    // The library's own 5xx answers carry no contract body: ours does, with the
+    // request id, and throwing rolls back an ambient transaction.
+    if (response.status >= 500) {
+      throw new ApiError('INTERNAL_ERROR', 'Internal server error', { cause: new Error(`auth library answered ${response.status} on ${c.req.path}`) });
+    }
     return response;
   };
 
