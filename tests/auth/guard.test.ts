@@ -1,0 +1,335 @@
+/**
+ * Spec §4: the global guard's seven steps, in order, with the contract's
+ * status, code and message (API.md "Errors"); spec §1 principle 1 (deny by
+ * default) as a walk over every route the app registers.
+ */
+import { z } from '@hono/zod-openapi';
+import { sql, type Kysely } from 'kysely';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ALL_PERMISSIONS, type Permission } from '../../src/auth/permissions.js';
+import { access, declaredAccess, loadSession, type Access } from '../../src/middleware/guard.js';
+import { createRouter, defineRoute } from '../../src/router.js';
+import { createTestApp, type TestApp } from '../support/app.js';
+import { call, CookieJar } from '../support/http.js';
+import { signedInUser, type SignedInUser } from '../support/users.js';
+
+const Echo = z.object({ ok: z.literal(true), userId: z.string().nullable(), permissions: z.array(z.string()) });
+
+/** Test routes, one per access kind; each answers who it saw. */
+const TEST_ROUTES: { path: string; access: Access }[] = [
+  { path: '/api/test/public', access: access.public() },
+  { path: '/api/test/optional', access: access.optional() },
+  { path: '/api/test/session', access: access.session() },
+  { path: '/api/test/platform-admin', access: access.platform('admin', 'superadmin') },
+  { path: '/api/test/platform-superadmin', access: access.platform('superadmin') },
+  { path: '/api/test/organization', access: access.session({ organization: true }) },
+  { path: '/api/test/roles-read', access: access.permissions('roles:read') },
+  { path: '/api/test/roles-read-write', access: access.permissions('roles:read', 'roles:write') },
+  // Step order: a platform-role mismatch is reported before a missing organization.
+  { path: '/api/test/admin-with-permissions', access: access.session({ platformRoles: ['admin'], permissions: ['roles:read'] }) },
+  { path: '/api/test/deletion-allowlisted', access: access.session({ allowScheduledForDeletion: true }) },
+];
+
+function testRouter() {
+  const router = createRouter();
+  for (const { path, access: declared } of TEST_ROUTES) {
+    const route = defineRoute({
+      method: 'get',
+      path,
+      access: declared,
+      responses: { 200: { description: 'who the route saw', content: { 'application/json': { schema: Echo } } } },
+    });
+    router.openapi(route, (c) => {
+      // What the guard attached, without asking for the session again.
+      const session = c.get('session');
+      return c.json({ ok: true as const, userId: session?.user.id ?? null, permissions: session?.permissions ?? [] }, 200);
+    });
+  }
+  return router;
+}
+
+function randomSlug(prefix: string): string {
+  return `${prefix}-${crypto.randomUUID().slice(0, 8)}`;
+}
+
+/** Runs `fn` as the schema owner inside one transaction that names the tenant (row-level security on roles). */
+function asOwnerInTenant<T>(t: TestApp, tenantId: string, fn: (trx: Kysely<any>) => Promise<T>): Promise<T> {
+  return t.database.withOwner((owner) =>
+    owner.transaction().execute(async (trx) => {
+      await sql`select set_config('app.tenant_id', ${tenantId}, true)`.execute(trx);
+      return fn(trx);
+    }),
+  );
+}
+
+/** A role of the organization holding exactly `permissions`. */
+async function createRole(t: TestApp, organizationId: string, permissions: readonly Permission[]): Promise<string> {
+  return asOwnerInTenant(t, organizationId, async (trx) => {
+    const slug = randomSlug('test-role');
+    const { id } = await trx.insertInto('roles').values({ tenant_id: organizationId, name: slug, slug, description: 'guard test' }).returning('id').executeTakeFirstOrThrow();
+    if (permissions.length > 0) {
+      await sql`
+        insert into role_permissions (role_id, permission_id)
+        select ${id}::uuid, p.id from permissions p where p.resource || ':' || p.action = any(${[...permissions]}::text[])
+      `.execute(trx);
+    }
+    const granted = await sql<{ n: number }>`select count(*)::int as n from role_permissions where role_id = ${id}::uuid`.execute(trx);
+    expect(granted.rows[0]?.n).toBe(permissions.length);
+    return id as string;
+  });
+}
+
+async function createOrganization(t: TestApp, founder: SignedInUser): Promise<string> {
+  const slug = randomSlug('guard-org');
+  const res = await call(t, '/api/auth/organization/create', { jar: founder.jar, body: { name: slug, slug } });
+  expect(res.status).toBe(200);
+  const { id } = (await res.json()) as { id: string };
+  // Works before and after ORGANIZATION_CREATED seeding: when the creator's
+  // membership has no role yet, give it one holding every permission.
+  const member = await t.db.selectFrom('members').select(['id', 'role_id']).where('organization_id', '=', id).where('user_id', '=', founder.id).executeTakeFirstOrThrow();
+  if (!member.role_id) {
+    const roleId = await createRole(t, id, ALL_PERMISSIONS);
+    await t.database.withOwner((owner) => owner.updateTable('members').set({ role_id: roleId }).where('id', '=', member.id).execute());
+  }
+  return id;
+}
+
+/** Makes `user` a member of the organization with a role holding exactly `permissions` (null: no role at all). */
+async function joinOrganization(t: TestApp, organizationId: string, user: SignedInUser, permissions: readonly Permission[] | null) {
+  const roleId = permissions === null ? null : await createRole(t, organizationId, permissions);
+  await t.database.withOwner((owner) =>
+    owner.insertInto('members').values({ organization_id: organizationId, user_id: user.id, role: 'member', role_id: roleId }).execute(),
+  );
+}
+
+async function setActiveOrganization(t: TestApp, jar: CookieJar, organizationId: string) {
+  const res = await call(t, '/api/auth/organization/set-active', { jar, body: { organizationId } });
+  expect(res.status).toBe(200);
+}
+
+async function setPlatformRole(t: TestApp, userId: string, role: 'superadmin' | 'admin' | 'user') {
+  await t.database.withOwner((owner) => owner.updateTable('users').set({ role }).where('id', '=', userId).execute());
+}
+
+async function get(t: TestApp, path: string, jar?: CookieJar) {
+  const res = await call(t, path, { jar });
+  return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+}
+
+const UNAUTHORIZED = { status: 401, body: { code: 'UNAUTHORIZED', message: expect.any(String) } };
+const FORBIDDEN = { status: 403, body: { code: 'FORBIDDEN', message: expect.any(String) } };
+const NO_ACTIVE_ORGANIZATION = { status: 403, body: { code: 'NO_ACTIVE_ORGANIZATION', message: 'No active organization' } };
+const INSUFFICIENT_PERMISSIONS = { status: 403, body: { code: 'INSUFFICIENT_PERMISSIONS', message: 'Insufficient permissions' } };
+const allowed = (userId: string | null) => ({ status: 200, body: expect.objectContaining({ ok: true, userId }) });
+
+describe('guard (spec §4)', () => {
+  let t: TestApp;
+  let founder: SignedInUser;
+  let organizationId: string;
+
+  beforeAll(async () => {
+    t = await createTestApp();
+    // Routes must be added before the first request builds the router.
+    t.app.route('/', testRouter());
+    t.app.get('/api/test/undeclared', async (c) => c.json({ ok: true, userId: (await loadSession(c))?.user.id ?? null }));
+    t.app.post('/api/test/undeclared', (c) => c.json({ ok: true }));
+    founder = await signedInUser(t);
+    organizationId = await createOrganization(t, founder);
+  });
+  afterAll(() => t.close());
+
+  describe('steps 1-4', () => {
+    it('1. a public route works without a session (and with one)', async () => {
+      expect(await get(t, '/api/test/public')).toEqual(allowed(null));
+      const user = await signedInUser(t);
+      // Public: the guard does not even fetch the session.
+      expect(await get(t, '/api/test/public', user.jar)).toEqual(allowed(null));
+    });
+
+    it('3. an optional-auth route allows a request without a session and attaches one when present', async () => {
+      expect(await get(t, '/api/test/optional')).toEqual(allowed(null));
+      const user = await signedInUser(t);
+      expect(await get(t, '/api/test/optional', user.jar)).toEqual(allowed(user.id));
+    });
+
+    it('4. no session on any protected kind: 401 UNAUTHORIZED (before any role, organization or permission check)', async () => {
+      for (const { path, access: declared } of TEST_ROUTES) {
+        if (declared.kind !== 'session') continue;
+        expect(await get(t, path), path).toEqual(UNAUTHORIZED);
+      }
+    });
+
+    it('4. an invalid session cookie counts as no session', async () => {
+      const jar = new CookieJar();
+      jar.store(new Response(null, { headers: [['set-cookie', 'gatehouse.session_token=forged.value; Path=/']] }));
+      expect(await get(t, '/api/test/session', jar)).toEqual(UNAUTHORIZED);
+    });
+
+    it('a session route admits any signed-in user', async () => {
+      const user = await signedInUser(t);
+      expect(await get(t, '/api/test/session', user.jar)).toEqual(allowed(user.id));
+    });
+  });
+
+  describe('5. platform roles', () => {
+    it('a plain user on an admin route: 403 FORBIDDEN; admin and superadmin pass; admin is not enough for a superadmin route', async () => {
+      const user = await signedInUser(t);
+      expect(await get(t, '/api/test/platform-admin', user.jar)).toEqual(FORBIDDEN);
+      expect(await get(t, '/api/test/platform-superadmin', user.jar)).toEqual(FORBIDDEN);
+
+      await setPlatformRole(t, user.id, 'admin');
+      expect(await get(t, '/api/test/platform-admin', user.jar)).toEqual(allowed(user.id));
+      expect(await get(t, '/api/test/platform-superadmin', user.jar)).toEqual(FORBIDDEN);
+
+      await setPlatformRole(t, user.id, 'superadmin');
+      expect(await get(t, '/api/test/platform-admin', user.jar)).toEqual(allowed(user.id));
+      expect(await get(t, '/api/test/platform-superadmin', user.jar)).toEqual(allowed(user.id));
+    });
+
+    it('the role check comes before the organization check', async () => {
+      const user = await signedInUser(t);
+      expect(await get(t, '/api/test/admin-with-permissions', user.jar)).toEqual(FORBIDDEN);
+      await setPlatformRole(t, user.id, 'admin');
+      expect(await get(t, '/api/test/admin-with-permissions', user.jar)).toEqual(NO_ACTIVE_ORGANIZATION);
+    });
+  });
+
+  describe('6-7. active organization and permissions', () => {
+    it('without an active organization: 403 NO_ACTIVE_ORGANIZATION on organization and permission routes', async () => {
+      const user = await signedInUser(t);
+      expect(await get(t, '/api/test/organization', user.jar)).toEqual(NO_ACTIVE_ORGANIZATION);
+      expect(await get(t, '/api/test/roles-read', user.jar)).toEqual(NO_ACTIVE_ORGANIZATION);
+      expect(await get(t, '/api/test/roles-read-write', user.jar)).toEqual(NO_ACTIVE_ORGANIZATION);
+    });
+
+    it('AND semantics: holding one of two listed permissions is not enough (403 INSUFFICIENT_PERMISSIONS); holding both is', async () => {
+      const partial = await signedInUser(t);
+      await joinOrganization(t, organizationId, partial, ['roles:read']);
+      await setActiveOrganization(t, partial.jar, organizationId);
+      expect(await get(t, '/api/test/organization', partial.jar)).toEqual(allowed(partial.id));
+      expect(await get(t, '/api/test/roles-read', partial.jar)).toEqual({ status: 200, body: { ok: true, userId: partial.id, permissions: ['roles:read'] } });
+      expect(await get(t, '/api/test/roles-read-write', partial.jar)).toEqual(INSUFFICIENT_PERMISSIONS);
+
+      const full = await signedInUser(t);
+      await joinOrganization(t, organizationId, full, ['roles:read', 'roles:write']);
+      await setActiveOrganization(t, full.jar, organizationId);
+      expect(await get(t, '/api/test/roles-read-write', full.jar)).toEqual({ status: 200, body: { ok: true, userId: full.id, permissions: ['roles:read', 'roles:write'] } });
+    });
+
+    it('a member without a role has no permissions (403 INSUFFICIENT_PERMISSIONS), yet has an active organization', async () => {
+      const user = await signedInUser(t);
+      await joinOrganization(t, organizationId, user, null);
+      await setActiveOrganization(t, user.jar, organizationId);
+      expect(await get(t, '/api/test/organization', user.jar)).toEqual(allowed(user.id));
+      expect(await get(t, '/api/test/roles-read', user.jar)).toEqual(INSUFFICIENT_PERMISSIONS);
+    });
+
+    it('the creator of an organization (Owner) passes permission routes', async () => {
+      expect(await get(t, '/api/test/roles-read-write', founder.jar)).toEqual(allowed(founder.id));
+    });
+
+    it('a permission change applies on the next request (no stale cache)', async () => {
+      const user = await signedInUser(t);
+      await joinOrganization(t, organizationId, user, ['roles:read']);
+      await setActiveOrganization(t, user.jar, organizationId);
+      expect(await get(t, '/api/test/roles-read-write', user.jar)).toEqual(INSUFFICIENT_PERMISSIONS);
+      const roleId = await createRole(t, organizationId, ['roles:read', 'roles:write']);
+      await t.database.withOwner((owner) => owner.updateTable('members').set({ role_id: roleId }).where('user_id', '=', user.id).where('organization_id', '=', organizationId).execute());
+      expect(await get(t, '/api/test/roles-read-write', user.jar)).toEqual(allowed(user.id));
+    });
+
+    it('superadmin passes the permission step, but not the active-organization step', async () => {
+      const admin = await signedInUser(t);
+      await setPlatformRole(t, admin.id, 'superadmin');
+      expect(await get(t, '/api/test/roles-read-write', admin.jar)).toEqual(NO_ACTIVE_ORGANIZATION);
+      expect(await get(t, '/api/test/organization', admin.jar)).toEqual(NO_ACTIVE_ORGANIZATION);
+
+      // A member with no role and no permissions at all.
+      await joinOrganization(t, organizationId, admin, null);
+      await setActiveOrganization(t, admin.jar, organizationId);
+      expect(await get(t, '/api/test/roles-read-write', admin.jar)).toEqual({ status: 200, body: { ok: true, userId: admin.id, permissions: [] } });
+      expect(await get(t, '/api/test/roles-read', admin.jar)).toEqual(allowed(admin.id));
+
+      // An admin (not super) with the same membership does not.
+      await setPlatformRole(t, admin.id, 'admin');
+      expect(await get(t, '/api/test/roles-read', admin.jar)).toEqual(INSUFFICIENT_PERMISSIONS);
+    });
+
+    it('an active organization the user is no longer a member of counts as none', async () => {
+      const user = await signedInUser(t);
+      await joinOrganization(t, organizationId, user, ['roles:read']);
+      await setActiveOrganization(t, user.jar, organizationId);
+      expect(await get(t, '/api/test/roles-read', user.jar)).toEqual(allowed(user.id));
+      await t.database.withOwner((owner) => owner.deleteFrom('members').where('user_id', '=', user.id).where('organization_id', '=', organizationId).execute());
+      expect(await get(t, '/api/test/roles-read', user.jar)).toEqual(NO_ACTIVE_ORGANIZATION);
+    });
+  });
+
+  describe('account scheduled for deletion (spec §5, API.md Errors)', () => {
+    it('most routes answer 403 ACCOUNT_SCHEDULED_FOR_DELETION; allowlisted, optional-auth and public routes still answer', async () => {
+      const user = await signedInUser(t);
+      await setPlatformRole(t, user.id, 'superadmin');
+      expect(await get(t, '/api/test/session', user.jar)).toEqual(allowed(user.id));
+      await t.database.withOwner((owner) => owner.updateTable('users').set({ deleted_at: new Date() }).where('id', '=', user.id).execute());
+
+      const SCHEDULED = { status: 403, body: expect.objectContaining({ code: 'ACCOUNT_SCHEDULED_FOR_DELETION', message: expect.any(String) }) };
+      for (const path of ['/api/test/session', '/api/test/platform-superadmin', '/api/test/roles-read', '/api/test/undeclared', '/api/admin/users']) {
+        expect(await get(t, path, user.jar), path).toEqual(SCHEDULED);
+      }
+      expect(await get(t, '/api/test/deletion-allowlisted', user.jar)).toEqual(allowed(user.id));
+      expect(await get(t, '/api/test/optional', user.jar)).toEqual(allowed(user.id));
+      expect(await get(t, '/api/test/public', user.jar)).toEqual(allowed(null));
+
+      await t.database.withOwner((owner) => owner.updateTable('users').set({ deleted_at: null }).where('id', '=', user.id).execute());
+      expect(await get(t, '/api/test/session', user.jar)).toEqual(allowed(user.id));
+    });
+  });
+
+  describe('deny by default (spec §1 principle 1)', () => {
+    it('a route registered without any access declaration answers 401 without a session and 200 with one', async () => {
+      expect(await get(t, '/api/test/undeclared')).toEqual(UNAUTHORIZED);
+      const user = await signedInUser(t);
+      expect(await get(t, '/api/test/undeclared', user.jar)).toEqual({ status: 200, body: { ok: true, userId: user.id } });
+      const post = await call(t, '/api/test/undeclared', { body: {} });
+      expect(post.status).toBe(401);
+    });
+
+    it('route walk: every registered endpoint that is not public or optional-auth answers 401 UNAUTHORIZED without a session', async () => {
+      const byEndpoint = new Map<string, { method: string; path: string; handlers: Function[] }>();
+      for (const route of t.app.routes) {
+        // The global middleware chain: `app.use('*', …)` is stored as ALL `/*` by hono 4.
+        if (route.method === 'ALL' && (route.path === '*' || route.path === '/*')) continue;
+        const key = `${route.method} ${route.path}`;
+        const entry = byEndpoint.get(key) ?? { method: route.method, path: route.path, handlers: [] };
+        entry.handlers.push(route.handler);
+        byEndpoint.set(key, entry);
+      }
+
+      const walked: string[] = [];
+      const skipped: string[] = [];
+      for (const [key, { method, path, handlers }] of byEndpoint) {
+        // The library's routes are public in our guard; the library decides.
+        if (path === '/api/auth/*' || path.startsWith('/api/auth/')) continue;
+        const declared = handlers.map((handler) => declaredAccess(handler)).find((found) => found !== undefined);
+        if (declared && (declared.kind === 'public' || declared.kind === 'optional')) {
+          skipped.push(key);
+          continue;
+        }
+        const concrete = path.replace(/:[A-Za-z0-9_]+(\{[^}]*\})?/g, () => crypto.randomUUID()).replace(/\*/g, 'x');
+        const verb = method === 'ALL' ? 'GET' : method;
+        const withBody = ['POST', 'PATCH', 'PUT'].includes(verb);
+        const res = await call(t, concrete, { method: verb, ...(withBody ? { body: {} } : {}) });
+        expect({ key, status: res.status, body: await res.json() }).toEqual({ key, status: 401, body: { code: 'UNAUTHORIZED', message: expect.any(String) } });
+        walked.push(key);
+      }
+
+      // The walk saw the known protected routes, and skipped the known open ones.
+      for (const known of ['GET /api/admin/users', 'PATCH /api/admin/users/:id/role', 'GET /api/test/session', 'GET /api/test/roles-read-write', 'GET /api/test/undeclared', 'POST /api/test/undeclared']) {
+        expect(walked).toContain(known);
+      }
+      for (const open of ['GET /api/health', 'GET /api/session', 'GET /api/test/public', 'GET /api/test/optional']) {
+        expect(skipped).toContain(open);
+      }
+    });
+  });
+});
