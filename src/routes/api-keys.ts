@@ -42,6 +42,7 @@ const CreateApiKeySchema = z
       .refine((list) => new Set(list).size === list.length, { message: 'must not repeat a scope' }),
     expiresAt: z.iso.datetime({ offset: true }).nullable().optional(),
   })
+  .strict()
   .openapi('CreateApiKey');
 
 const json = <T extends z.ZodType>(schema: T, description: string) => ({ description, content: { 'application/json': { schema } } });
