@@ -1,3 +1,4 @@
+import { sql, type ExpressionBuilder } from 'kysely';
 import { z } from 'zod';
 import { ApiError } from '../errors.js';
 
@@ -12,8 +13,21 @@ export interface Cursor {
 
 const CursorSchema = z.object({ createdAt: z.iso.datetime({ offset: true }), id: z.uuid() }).strict();
 
-export function encodeCursor(row: { created_at: Date | string; id: string }): string {
-  const cursor: Cursor = { createdAt: new Date(row.created_at).toISOString(), id: row.id };
+/**
+ * `created_at` to the microsecond, as the cursor keeps it: a JS Date holds
+ * milliseconds, and rows one transaction writes share now() to the
+ * microsecond, so a cursor cut to milliseconds would skip the rest of them.
+ */
+export const cursorAt = sql<string>`to_char(created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`.as('cursor_at');
+
+/** Rows strictly after the cursor in (created_at desc, id desc) order. */
+export function afterCursor(eb: ExpressionBuilder<any, any>, cursor: Cursor) {
+  const at = sql<Date>`${cursor.createdAt}::timestamptz`;
+  return eb.or([eb('created_at', '<', at), eb.and([eb('created_at', '=', at), eb('id', '<', cursor.id)])]);
+}
+
+export function encodeCursor(row: { cursor_at: string; id: string }): string {
+  const cursor: Cursor = { createdAt: row.cursor_at, id: row.id };
   return Buffer.from(JSON.stringify(cursor)).toString('base64url');
 }
 
@@ -33,8 +47,8 @@ export const PageQuerySchema = z
   })
   .strict();
 
-/** Given `limit + 1` rows, the page and the cursor of the next one. */
-export function page<T extends { created_at: Date | string; id: string }>(rows: T[], limit: number): { items: T[]; nextCursor: string | null } {
+/** Given `limit + 1` rows (selected with `cursorAt`), the page and the cursor of the next one. */
+export function page<T extends { cursor_at: string; id: string }>(rows: T[], limit: number): { items: T[]; nextCursor: string | null } {
   const items = rows.slice(0, limit);
   const last = items.at(-1);
   return { items, nextCursor: rows.length > limit && last ? encodeCursor(last) : null };

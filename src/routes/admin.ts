@@ -2,7 +2,7 @@ import { z } from '@hono/zod-openapi';
 import type { Kysely } from 'kysely';
 import { PLATFORM_ROLES } from '../auth/permissions.js';
 import type { DB } from '../db/database.js';
-import { decodeCursor, page, PageQuerySchema } from '../db/pagination.js';
+import { afterCursor, cursorAt, decodeCursor, page, PageQuerySchema } from '../db/pagination.js';
 import { ApiError } from '../errors.js';
 import { access, sessionOf } from '../middleware/guard.js';
 import { createRouter, defineRoute } from '../router.js';
@@ -57,14 +57,13 @@ export function adminRoutes({ db }: { db: Kysely<DB> }) {
       let query = db
         .selectFrom('users')
         .select(['id', 'email', 'role', 'email_verified', 'deleted_at', 'created_at'])
+        .select(cursorAt)
         .orderBy('created_at', 'desc')
         .orderBy('id', 'desc')
         .limit(limit + 1);
       if (cursor) {
         const after = decodeCursor(cursor);
-        query = query.where((eb) =>
-          eb.or([eb('created_at', '<', new Date(after.createdAt)), eb.and([eb('created_at', '=', new Date(after.createdAt)), eb('id', '<', after.id)])]),
-        );
+        query = query.where((eb) => afterCursor(eb, after));
       }
       const { items, nextCursor } = page(await query.execute(), limit);
       return c.json(

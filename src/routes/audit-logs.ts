@@ -1,7 +1,7 @@
 import { z } from '@hono/zod-openapi';
-import { sql, type Kysely } from 'kysely';
+import type { Kysely } from 'kysely';
 import type { DB } from '../db/database.js';
-import { decodeCursor, PageQuerySchema } from '../db/pagination.js';
+import { afterCursor, cursorAt, decodeCursor, page, PageQuerySchema } from '../db/pagination.js';
 import { withTenant } from '../db/tenant.js';
 import { access, sessionOf } from '../middleware/guard.js';
 import { createRouter, defineRoute } from '../router.js';
@@ -41,24 +41,15 @@ export function auditLogRoutes({ db }: { db: Kysely<DB> }) {
       let query = trx
         .selectFrom('audit_logs')
         .select(['id', 'action', 'actor_id', 'tenant_id', 'metadata', 'created_at'])
-        // created_at to the microsecond: a JS Date keeps milliseconds, and the
-        // entries one transaction writes share now() to the microsecond, so a
-        // cursor cut to milliseconds would skip the rest of them.
-        .select(sql<string>`to_char(created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`.as('cursor_at'))
+        .select(cursorAt)
         .where('tenant_id', '=', tenantId)
         .orderBy('created_at', 'desc')
         .orderBy('id', 'desc')
         .limit(limit + 1);
-      if (after) {
-        const at = sql<Date>`${after.createdAt}::timestamptz`;
-        query = query.where((eb) => eb.or([eb('created_at', '<', at), eb.and([eb('created_at', '=', at), eb('id', '<', after.id)])]));
-      }
+      if (after) query = query.where((eb) => afterCursor(eb, after));
       return query.execute();
     });
-    const items = rows.slice(0, limit);
-    const last = items.at(-1);
-    // The same opaque form decodeCursor reads (db/pagination.ts), without its cut to milliseconds.
-    const nextCursor = rows.length > limit && last ? Buffer.from(JSON.stringify({ createdAt: last.cursor_at, id: last.id })).toString('base64url') : null;
+    const { items, nextCursor } = page(rows, limit);
     return c.json(
       {
         items: items.map((row) => ({
