@@ -56,9 +56,14 @@ function errorResponses(config: RouteConfig, declared: Access) {
   const hasParams = Boolean(config.request?.params);
   const validates = hasBody || hasParams || Boolean(config.request?.query);
   const protectedRoute = declared.kind === 'session';
+  // A route the guard lets through but that checks its own credentials (its
+  // `security` names a scheme and offers no anonymous `{}` alternative, as the
+  // cron route's CRON_SECRET) answers 401 too (API.md cron row).
+  const ownCredentials = !protectedRoute && Boolean(config.security?.length) && config.security!.every((requirement) => Object.keys(requirement).length > 0);
   return {
     ...(validates ? { 400: errorResponse('VALIDATION_ERROR: malformed JSON, wrong types, unknown fields, bad ids or query') } : {}),
     ...(protectedRoute ? { 401: errorResponse('UNAUTHORIZED: no valid session') } : {}),
+    ...(ownCredentials ? { 401: errorResponse('UNAUTHORIZED: missing or wrong credentials (see `security`)') } : {}),
     ...(protectedRoute
       ? { 403: errorResponse('FORBIDDEN, NO_ACTIVE_ORGANIZATION, INSUFFICIENT_PERMISSIONS, ACCOUNT_SCHEDULED_FOR_DELETION (and NOT_OWNER where stated)') }
       : {}),

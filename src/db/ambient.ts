@@ -38,6 +38,11 @@ export function ambientAware(db: Kysely<DB>): Kysely<DB> {
         };
         return () => builder;
       }
+      if (trx && property === 'connection') {
+        // The library's first query on a fresh instance (its schema check)
+        // asks for a dedicated connection; inside a transaction, that is the transaction.
+        return () => ({ execute: <T>(callback: (connection: Kysely<DB>) => Promise<T>) => callback(trx) });
+      }
       const source = trx ?? target;
       const value = Reflect.get(source, property, source);
       // Bound, but keeping own properties: `db.fn` is a callable that carries

@@ -4,6 +4,8 @@ import { ApiError } from '../errors.js';
 import { access, guard } from '../middleware/guard.js';
 import type { AppEnv } from '../types.js';
 
+export const SWAGGER_UI_VERSION = '5.35.0';
+
 /**
  * `/api/openapi.json` (OpenAPI 3.1, generated from the routes' own zod
  * schemas) and `/api/docs` (interactive UI), both behind DOCS_ENABLED
@@ -40,5 +42,6 @@ export function mountDocs(app: OpenAPIHono<AppEnv>, { enabled, serverUrl }: { en
       }),
     );
   });
-  app.get('/api/docs', guard(access.public()), enabled ? swaggerUI({ url: '/api/openapi.json' }) : notFound);
+  // The UI's assets come from the CDN the CSP names ({cdn_host}), pinned to the version the tests render.
+  app.get('/api/docs', guard(access.public()), enabled ? swaggerUI({ url: '/api/openapi.json', version: SWAGGER_UI_VERSION }) : notFound);
 }

@@ -1,0 +1,150 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { REPO_ROOT } from './servers.js';
+
+/** A free TCP port on 127.0.0.1 (closed again before it is handed out). */
+export function freePort(): Promise<number> {
+  return new Promise((ok, fail) => {
+    const server = createServer();
+    server.once('error', fail);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() => (address && typeof address === 'object' ? ok(address.port) : fail(new Error('no port'))));
+    });
+  });
+}
+
+/** 40 random base-62 characters (AUTH_SECRET). */
+export function randomSecret(length = 40): string {
+  const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
+  return [...randomBytes(length)].map((byte) => alphabet[byte % alphabet.length]).join('');
+}
+
+export interface WranglerDev {
+  url: string;
+  port: number;
+  /** Everything wrangler and the worker printed so far. */
+  log(): string;
+  stop(): Promise<void>;
+}
+
+/** `.dev.vars` syntax: KEY="value" with the value JSON-quoted (dotenv reads the escapes). */
+function devVars(vars: Record<string, string>): string {
+  return Object.entries(vars)
+    .map(([key, value]) => `${key}=${JSON.stringify(value)}`)
+    .join('\n');
+}
+
+/**
+ * `wrangler dev --local` of the project's own wrangler.toml and src/worker.ts,
+ * in workerd, on 127.0.0.1:<port>. The secrets go to a generated `.dev.vars`
+ * in a temporary folder beside a copy of wrangler.toml whose `main` points
+ * back at the repository (so nothing is written into the work tree and a
+ * developer's own `.dev.vars` is neither used nor overwritten); wrangler's
+ * state and logs stay in that folder too.
+ */
+export async function startWranglerDev(options: { port: number; vars: (port: number) => Record<string, string>; readyTimeoutMs?: number }): Promise<WranglerDev> {
+  const { port } = options;
+  const dir = await mkdtemp(join(tmpdir(), 'gatehouse-wrangler-'));
+  const toml = await readFile(join(REPO_ROOT, 'wrangler.toml'), 'utf8');
+  const mainLine = /^main\s*=\s*"([^"]+)"\s*$/m;
+  const main = mainLine.exec(toml)?.[1];
+  if (!main) throw new Error('wrangler.toml has no `main = "…"` line');
+  await writeFile(join(dir, 'wrangler.toml'), toml.replace(mainLine, `main = ${JSON.stringify(join(REPO_ROOT, main))}`));
+  await writeFile(join(dir, '.dev.vars'), devVars(options.vars(port)), { mode: 0o600 });
+
+  const inspectorPort = await freePort();
+  const output: string[] = [];
+  const child: ChildProcess = spawn(
+    process.execPath,
+    [
+      join(REPO_ROOT, 'node_modules/wrangler/bin/wrangler.js'),
+      'dev',
+      '--config',
+      join(dir, 'wrangler.toml'),
+      '--local',
+      '--ip',
+      '127.0.0.1',
+      '--port',
+      String(port),
+      '--inspector-port',
+      String(inspectorPort),
+      '--show-interactive-dev-session=false',
+      '--log-level',
+      'info',
+    ],
+    {
+      cwd: dir,
+      // Its own process group: stop() ends wrangler and its workerd, nothing else.
+      detached: true,
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: {
+        ...process.env,
+        WRANGLER_SEND_METRICS: 'false',
+        WRANGLER_LOG_PATH: join(dir, 'logs'),
+        NO_COLOR: '1',
+        FORCE_COLOR: '0',
+        // wrangler bakes its own NODE_ENV into the bundle as `process.env.NODE_ENV`
+        // (libraries read it: better-auth's test mode, say); a deploy bakes
+        // `production`, and so must this run, not vitest's `test`.
+        NODE_ENV: 'production',
+      },
+    },
+  );
+  child.stdout?.on('data', (chunk: Buffer) => output.push(chunk.toString('utf8')));
+  child.stderr?.on('data', (chunk: Buffer) => output.push(chunk.toString('utf8')));
+  let exited: number | null | undefined;
+  const exit = new Promise<void>((ok) =>
+    child.once('exit', (code) => {
+      exited = code;
+      ok();
+    }),
+  );
+
+  const url = `http://127.0.0.1:${port}`;
+  const log = () => output.join('');
+  const stop = async () => {
+    if (exited === undefined && child.pid) {
+      try {
+        process.kill(-child.pid, 'SIGTERM');
+      } catch {
+        /* already gone */
+      }
+      const timer = setTimeout(() => {
+        try {
+          process.kill(-child.pid!, 'SIGKILL');
+        } catch {
+          /* already gone */
+        }
+      }, 5_000);
+      await exit;
+      clearTimeout(timer);
+    }
+    await rm(dir, { recursive: true, force: true });
+  };
+
+  // Ready when the worker answers (not merely when wrangler prints "Ready").
+  const deadline = Date.now() + (options.readyTimeoutMs ?? 90_000);
+  for (;;) {
+    if (exited !== undefined) {
+      await stop();
+      throw new Error(`wrangler dev exited (${exited}) before it was ready:\n${log()}`);
+    }
+    try {
+      const res = await fetch(`${url}/api/health`, { signal: AbortSignal.timeout(5_000) });
+      if (res.status === 200) break;
+    } catch {
+      /* not listening yet */
+    }
+    if (Date.now() > deadline) {
+      await stop();
+      throw new Error(`wrangler dev did not answer /api/health within the timeout:\n${log()}`);
+    }
+    await new Promise((ok) => setTimeout(ok, 250));
+  }
+  return { url, port, log, stop };
+}

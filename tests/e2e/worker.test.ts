@@ -1,0 +1,225 @@
+import postgres from 'postgres';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { openPostgres } from '../../src/db/client.js';
+import { migrateToLatest } from '../../src/db/migrate.js';
+import { CookieJar } from '../support/http.js';
+import { ALL_PERMISSIONS } from '../support/orgs.js';
+import { withDatabaseName } from '../support/servers.js';
+import { startUpstashServer, type UpstashServer } from '../support/upstash-server.js';
+import { PASSWORD, uniqueEmail } from '../support/users.js';
+import { firstLink, startMailCapture } from './support/servers.js';
+import { freePort, randomSecret, startWranglerDev, type WranglerDev } from './support/wrangler.js';
+
+/**
+ * Issue 7 item 3: the deployment artifact itself. src/worker.ts runs in
+ * workerd (`wrangler dev --local`, the project's wrangler.toml) with
+ * production settings, against the integration PostgreSQL server (as the
+ * runtime role, on a freshly migrated database), the Upstash-protocol test
+ * server over real Redis, and a local stand-in for the email provider.
+ * Runs from `.ci/e2e.sh` after `services_start`; needs TEST_PG_URL,
+ * TEST_PG_APP_URL and TEST_REDIS_URL.
+ */
+
+const APP_ORIGIN = 'http://localhost:3000';
+/**
+ * The worker keys its limits `gatehouse:rl:…:ip:127.0.0.1` (wrangler dev's
+ * CF-Connecting-IP), the same on every run: a Redis database of its own,
+ * emptied before and after, keeps one run's 5-minute auth block out of the next.
+ */
+const REDIS_DB = 15;
+const AUTH_LIMIT = 6;
+const SESSION_COOKIE = 'gatehouse.session_token';
+
+function requiredServers() {
+  const { TEST_PG_URL, TEST_PG_APP_URL, TEST_REDIS_URL } = process.env;
+  if (!TEST_PG_URL || !TEST_PG_APP_URL || !TEST_REDIS_URL) {
+    throw new Error('The Workers suite needs TEST_PG_URL, TEST_PG_APP_URL and TEST_REDIS_URL: run it through `bash .ci/e2e.sh` after `source .ci/services.sh && services_start`');
+  }
+  return { pgUrl: TEST_PG_URL, pgAppUrl: TEST_PG_APP_URL, redisUrl: TEST_REDIS_URL };
+}
+
+describe('the worker in workerd (wrangler dev) against PostgreSQL and the Upstash protocol', () => {
+  const servers = requiredServers();
+  const databaseName = `gatehouse_e2e_${crypto.randomUUID().replaceAll('-', '')}`;
+  let upstash: UpstashServer;
+  let mail: Awaited<ReturnType<typeof startMailCapture>>;
+  let worker: WranglerDev;
+  const emailKey = `re_e2e_${randomSecret(24)}`;
+
+  beforeAll(async () => {
+    const owner = postgres(servers.pgUrl, { max: 1, onnotice: () => {} });
+    await owner.unsafe(`create database "${databaseName}"`);
+    await owner.end();
+    // Migrations as the owner, as `npm run db:migrate` does with DATABASE_MIGRATION_URL.
+    const database = await openPostgres({ url: withDatabaseName(servers.pgAppUrl, databaseName), migrationUrl: withDatabaseName(servers.pgUrl, databaseName), poolMax: 1 });
+    await migrateToLatest(database);
+    await database.close();
+
+    const redisUrl = new URL(servers.redisUrl);
+    redisUrl.pathname = `/${REDIS_DB}`;
+    upstash = await startUpstashServer({ redisUrl: redisUrl.toString(), token: randomSecret(32) });
+    await flushRateLimits();
+    mail = await startMailCapture();
+    const port = await freePort();
+    worker = await startWranglerDev({
+      port,
+      vars: (p) => ({
+        NODE_ENV: 'production',
+        AUTH_SECRET: randomSecret(40),
+        AUTH_URL: `http://127.0.0.1:${p}`,
+        APP_URL: APP_ORIGIN,
+        CORS_ORIGIN: APP_ORIGIN,
+        // The runtime role (not the owner): row-level security applies as in production.
+        DATABASE_URL: withDatabaseName(servers.pgAppUrl, databaseName),
+        KV_REST_API_URL: upstash.url,
+        KV_REST_API_TOKEN: upstash.token,
+        RATE_LIMIT_AUTH_LIMIT: String(AUTH_LIMIT),
+        RATE_LIMIT_GLOBAL_LIMIT: '1000',
+        EMAIL_API_KEY: emailKey,
+        EMAIL_API_URL: mail.url,
+        EMAIL_FROM: 'Gatehouse <no-reply@gatehouse.test>',
+        CRON_SECRET: randomSecret(32),
+      }),
+    });
+  });
+
+  afterAll(async () => {
+    await worker?.stop();
+    if (upstash) await flushRateLimits();
+    await Promise.all([upstash?.close(), mail?.close()]);
+    const owner = postgres(servers.pgUrl, { max: 1, onnotice: () => {} });
+    await owner.unsafe(`drop database if exists "${databaseName}" with (force)`);
+    await owner.end();
+  });
+
+  async function flushRateLimits(): Promise<void> {
+    const res = await fetch(upstash.url, { method: 'POST', headers: { authorization: `Bearer ${upstash.token}` }, body: JSON.stringify(['FLUSHDB']) });
+    expect(await res.json()).toEqual({ result: 'OK' });
+  }
+
+  beforeEach(({ onTestFailed }) => {
+    onTestFailed(() => console.error(`----- wrangler dev output (tail) -----\n${worker?.log().slice(-8_000)}`));
+  });
+
+  /** A request as the SPA on APP_URL sends it: JSON, its Origin, the jar's cookies. */
+  async function call(path: string, options: { method?: string; body?: unknown; jar?: CookieJar; redirect?: RequestRedirect } = {}) {
+    const headers: Record<string, string> = { origin: APP_ORIGIN };
+    if (options.body !== undefined) headers['content-type'] = 'application/json';
+    const cookie = options.jar?.header();
+    if (cookie) headers.cookie = cookie;
+    const res = await fetch(`${worker.url}${path}`, {
+      method: options.method ?? (options.body === undefined ? 'GET' : 'POST'),
+      headers,
+      body: options.body === undefined ? undefined : JSON.stringify(options.body),
+      redirect: options.redirect ?? 'follow',
+    });
+    options.jar?.store(res);
+    return res;
+  }
+
+  async function json<T = any>(res: Response, status: number): Promise<T> {
+    const text = await res.text();
+    expect(res.status, `${res.status} ${text}`).toBe(status);
+    return (text ? JSON.parse(text) : null) as T;
+  }
+
+  const email = uniqueEmail('worker');
+  const jar = new CookieJar();
+
+  it('answers through the full middleware chain (health, security headers, CORS, docs off in production)', async () => {
+    const res = await call('/api/health');
+    expect(await json(res, 200)).toEqual({ status: 'ok' });
+    expect(res.headers.get('content-security-policy')).toMatch(/^default-src 'none'; /);
+    expect(res.headers.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/);
+    expect(res.headers.get('access-control-allow-origin')).toBe(APP_ORIGIN);
+    expect(res.headers.get('access-control-allow-credentials')).toBe('true');
+    // wrangler.toml: DOCS_ENABLED=false, and production's default is off.
+    expect(await json(await call('/api/docs'), 404)).toEqual({ code: 'NOT_FOUND', message: 'Not found' });
+  });
+
+  it('signs up; the verification mail goes to the provider; sign-in waits for verification', async () => {
+    await json(await call('/api/auth/sign-up/email', { body: { email, password: PASSWORD, name: 'Wendy Worker' } }), 200);
+    await expect.poll(() => mail.emails.filter((m) => [m.to].flat().includes(email)).length, { timeout: 10_000 }).toBe(1);
+    const sent = mail.emails.find((m) => [m.to].flat().includes(email))!;
+    expect(sent.authorization).toBe(`Bearer ${emailKey}`);
+    expect(sent.from).toBe('Gatehouse <no-reply@gatehouse.test>');
+    expect(sent.subject).toBe('Verify your email address');
+    // Spec §5: verification is required before the first sign-in.
+    const early = await json(await call('/api/auth/sign-in/email', { body: { email, password: PASSWORD } }), 403);
+    expect(early.code).toBe('EMAIL_NOT_VERIFIED');
+  });
+
+  it('verifies through the mailed link and signs in with an HttpOnly, SameSite=Lax cookie', async () => {
+    const sent = mail.emails.find((m) => [m.to].flat().includes(email))!;
+    const link = firstLink(sent.text ?? sent.html ?? '');
+    expect(link.startsWith(`${worker.url}/api/auth/verify-email?token=`), link).toBe(true);
+    const verify = await call(new URL(link).pathname + new URL(link).search, { redirect: 'manual' });
+    expect([200, 302]).toContain(verify.status);
+
+    const signIn = await call('/api/auth/sign-in/email', { body: { email, password: PASSWORD }, jar });
+    const body = await json<{ user: { email: string; emailVerified: boolean } }>(signIn, 200);
+    expect(body.user).toMatchObject({ email, emailVerified: true });
+    const cookie = signIn.headers.getSetCookie().find((c) => c.startsWith(`${SESSION_COOKIE}=`));
+    expect(cookie, signIn.headers.getSetCookie().join('\n')).toBeDefined();
+    expect(cookie).toMatch(/;\s*HttpOnly/i);
+    expect(cookie).toMatch(/;\s*SameSite=Lax/i);
+
+    const session = await json(await call('/api/session', { jar }), 200);
+    expect(session.user).toMatchObject({ email, emailVerified: true, role: 'user' });
+    expect(session.permissions).toEqual([]);
+  });
+
+  it('creates an organization (default roles seeded) and lists and creates roles in it', async () => {
+    const slug = `worker-${crypto.randomUUID().slice(0, 8)}`;
+    const org = await json<{ id: string; slug: string }>(await call('/api/auth/organization/create', { body: { name: 'Worker Org', slug }, jar }), 200);
+    expect(org.slug).toBe(slug);
+    await json(await call('/api/auth/organization/set-active', { body: { organizationId: org.id }, jar }), 200);
+
+    const session = await json(await call('/api/session', { jar }), 200);
+    expect(session.session.activeOrganizationId).toBe(org.id);
+    expect([...session.permissions].sort()).toEqual(ALL_PERMISSIONS);
+
+    const roles = await json<{ slug: string; isDefault: boolean }[]>(await call('/api/roles', { jar }), 200);
+    expect(roles.map((r) => r.slug)).toEqual(['owner', 'admin', 'member', 'viewer']);
+    expect(roles.every((r) => r.isDefault)).toBe(true);
+
+    const created = await json(await call('/api/roles', { body: { name: 'Edge Readers', description: 'from workerd', permissions: ['roles:read'] }, jar }), 201);
+    expect(created).toMatchObject({ slug: 'edge-readers', permissions: ['roles:read'], isDefault: false });
+    expect((await json<{ slug: string }[]>(await call('/api/roles', { jar }), 200)).map((r) => r.slug)).toEqual(['owner', 'admin', 'member', 'viewer', 'edge-readers']);
+  });
+
+  it('answers 429 RATE_LIMITED from the auth tier, with its four headers, once the limit is spent', async () => {
+    // The walk above already spent some of this address's auth-tier budget
+    // (sign-up, the early sign-in, verify-email, sign-in); wrong passwords
+    // spend the rest. Windows are fixed and aligned to the minute, so one
+    // boundary may fall inside this loop and restart the count: up to
+    // 2 × limit + 1 attempts always reach a 429.
+    let limited: Response | null = null;
+    const before: number[] = [];
+    for (let attempt = 0; attempt < 2 * AUTH_LIMIT + 1 && !limited; attempt++) {
+      const res = await call('/api/auth/sign-in/email', { body: { email, password: 'wrong password, wrong' } });
+      if (res.status === 429) limited = res;
+      else {
+        before.push(res.status);
+        await res.body?.cancel();
+      }
+    }
+    expect(limited, `statuses before: ${before.join(', ')}`).not.toBeNull();
+    expect(before.every((status) => status === 401)).toBe(true);
+    expect(await limited!.json()).toMatchObject({ code: 'RATE_LIMITED' });
+    expect(limited!.headers.get('x-ratelimit-limit')).toBe(String(AUTH_LIMIT));
+    expect(limited!.headers.get('x-ratelimit-remaining')).toBe('0');
+    const reset = Number(limited!.headers.get('x-ratelimit-reset'));
+    const retryAfter = Number(limited!.headers.get('retry-after'));
+    const now = Math.floor(Date.now() / 1000);
+    // The auth tier blocks for RATE_LIMIT_AUTH_BLOCK_DURATION (300 s by default).
+    expect(retryAfter).toBeGreaterThan(0);
+    expect(retryAfter).toBeLessThanOrEqual(300);
+    expect(reset).toBeGreaterThanOrEqual(now);
+    expect(reset).toBeLessThanOrEqual(now + 301);
+    // Blocked now even with the right password; routes outside the auth tier still answer.
+    expect((await call('/api/auth/sign-in/email', { body: { email, password: PASSWORD } })).status).toBe(429);
+    const session = await json(await call('/api/session', { jar }), 200);
+    expect(session.user.email).toBe(email);
+  });
+});
