@@ -20,9 +20,16 @@ export function purgeAfter(deletedAt: Date | string, graceDays: number): Date {
  * OWNERSHIP_CONSTRAINT while it is the only Owner of an organization that
  * has other members. A failure leaves the account as it was.
  */
-export async function purgeAccount(db: Kysely<DB>, { userId, actorId, requestId }: { userId: string; actorId: string | null; requestId?: string }): Promise<void> {
-  await runInTransaction(db, async (trx) => {
-    const user = await trx.selectFrom('users').select(['id']).where('id', '=', userId).forUpdate().executeTakeFirst();
+export async function purgeAccount(
+  db: Kysely<DB>,
+  { userId, actorId, requestId, dueBy }: { userId: string; actorId: string | null; requestId?: string; dueBy?: Date },
+): Promise<boolean> {
+  return runInTransaction(db, async (trx) => {
+    const user = await trx.selectFrom('users').select(['id', 'deleted_at']).where('id', '=', userId).forUpdate().executeTakeFirst();
+    // `dueBy`: the scheduled job picked the account before taking this lock;
+    // since then it may have been reactivated (or purged by its owner), and
+    // then it is left alone (false).
+    if (dueBy && (!user || !user.deleted_at || new Date(user.deleted_at) > dueBy)) return false;
     if (!user) throw new ApiError('NOT_FOUND', 'User not found');
 
     const memberships = await trx
@@ -57,6 +64,7 @@ export async function purgeAccount(db: Kysely<DB>, { userId, actorId, requestId 
     // Sessions, accounts, memberships and invitations sent go by cascade.
     await trx.deleteFrom('users').where('id', '=', userId).execute();
     await recordAudit(trx, { action: 'account.purged', actorId, organizationId: null, metadata: { userId }, requestId });
+    return true;
   });
 }
 
@@ -70,15 +78,16 @@ export async function purgeExpiredAccounts(db: Kysely<DB>, { now, graceDays, log
   const due = await db.selectFrom('users').select('id').where('deleted_at', 'is not', null).where('deleted_at', '<=', cutoff).orderBy('deleted_at').execute();
   let purged = 0;
   let failed = 0;
+  let skipped = 0;
   for (const { id } of due) {
     try {
-      await purgeAccount(db, { userId: id, actorId: null });
-      purged += 1;
+      if (await purgeAccount(db, { userId: id, actorId: null, dueBy: cutoff })) purged += 1;
+      else skipped += 1;
     } catch (error) {
       failed += 1;
       logger.error('account.purge_failed', { userId: id, code: error instanceof ApiError ? error.code : 'INTERNAL_ERROR', message: (error as Error).message });
     }
   }
-  logger.info('account.purge_run', { due: due.length, purged, failed });
+  logger.info('account.purge_run', { due: due.length, purged, failed, skipped });
   return { purged, failed };
 }
