@@ -91,7 +91,10 @@ export function createApiKeyResolver({ db, config, store, clock }: { db: Kysely<
     const scope = currentRequestScope();
     if (scope) scope.apiKeyId = key.id;
     return {
-      user: { id: key.created_by, email: creator.email, name: creator.name, role: creator.role, emailVerified: creator.email_verified },
+      // Never the creator's platform role: the superadmin bypass must not
+      // apply to keys anywhere, and routes check `user.role` themselves
+      // (roles.ts checkGrantable, members.ts changeMemberRole), not only the guard.
+      user: { id: key.created_by, email: creator.email, name: creator.name, role: 'user', emailVerified: creator.email_verified },
       session: { id: key.id, activeOrganizationId: key.tenant_id, expiresAt: (key.expires_at ? new Date(key.expires_at) : new Date('9999-12-31T00:00:00Z')).toISOString() },
       permissions: key.scopes.filter((scope) => creator.permissions.includes(scope)).sort(),
       deletedAt: null,
