@@ -4,7 +4,7 @@ import { defineConfig } from 'vitest/config';
 export default defineConfig({
   test: {
     include: ['tests/**/*.test.ts'],
-    exclude: ['tests/integration/**', 'tests/e2e/**', 'node_modules/**'],
+    exclude: ['tests/integration/**', 'tests/e2e/**', 'tests/faults/**', 'node_modules/**'],
     testTimeout: 30_000,
     hookTimeout: 60_000,
     pool: 'forks',

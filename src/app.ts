@@ -35,6 +35,8 @@ export interface CreateAppOptions {
   /** Replaces the configured mailer (tests capture mail with it). */
   mailer?: Mailer;
   events?: Events;
+  /** Keeps a task alive after the response (Workers: `ctx.waitUntil`); Node lets it run. */
+  background?: (task: Promise<unknown>) => void;
 }
 
 /**
@@ -49,7 +51,7 @@ export function createApp(deps: AppDeps, options: CreateAppOptions = {}) {
   const events = options.events ?? createEvents();
   const mailer = options.mailer ?? createMailer({ config, logger, events });
   registerOrganizationHandlers({ events, db });
-  const auth = createAuth({ config, db, mailer, logger, events });
+  const auth = createAuth({ config, db, mailer, logger, events, background: options.background });
   const readCookieCache = createCookieCacheVerifier(config);
 
   const app = createRouter();

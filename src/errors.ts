@@ -83,6 +83,9 @@ const UNAVAILABLE_CODES = new Set([
   'CONNECTION_ENDED',
   'CONNECTION_DESTROYED',
   'CONNECT_TIMEOUT',
+  'POOL_TIMEOUT', // db/client.ts: no pool connection free in time
+  '57014', // query_canceled: statement_timeout
+  '55P03', // lock_not_available: lock_timeout
   '57P01', // admin_shutdown
   '57P02', // crash_shutdown
   '57P03', // cannot_connect_now

@@ -7,6 +7,7 @@ import { migrateToLatest } from './db/migrate.js';
 import { clientIpFromForwardedFor } from './middleware/rate-limit.js';
 import { createLogger } from './logger.js';
 import { describeError } from './errors.js';
+import { answerClientErrors, LISTENER_OPTIONS } from './node-listener.js';
 
 /** Node entry: the one place that reads process.env. */
 async function main(): Promise<void> {
@@ -32,9 +33,10 @@ async function main(): Promise<void> {
     { clientIp: (c) => clientIpFromForwardedFor(c.req.header('x-forwarded-for')) ?? getConnInfo(c).remote.address },
   );
 
-  const server = serve({ fetch: app.fetch, port: config.port, hostname: '0.0.0.0' }, (info) => {
+  const server = serve({ fetch: app.fetch, port: config.port, hostname: '0.0.0.0', serverOptions: { ...LISTENER_OPTIONS } }, (info) => {
     logger.info('server.listening', { port: info.port, engine: database.kind, env: config.env });
   });
+  answerClientErrors(server);
 
   let stopping = false;
   const shutdown = (signal: string) => {

@@ -51,7 +51,11 @@ async function withRequestApp<T>(env: Bindings, ctx: ExecutionContext, fn: (app:
   const database = await openPostgres({ url: runtime.config.database.url, poolMax: 1 });
   const app = createApp(
     { config: runtime.config, database, rateLimitStore: runtime.rateLimitStore, logger: runtime.logger },
-    { clientIp: (c) => c.req.header('cf-connecting-ip') ?? clientIpFromForwardedFor(c.req.header('x-forwarded-for')) },
+    {
+      clientIp: (c) => c.req.header('cf-connecting-ip') ?? clientIpFromForwardedFor(c.req.header('x-forwarded-for')),
+      // Mails sent after the answer (a password reset's) must outlive it.
+      background: (task) => ctx.waitUntil(task),
+    },
   );
   try {
     return await fn(app, runtime);

@@ -32,6 +32,11 @@ export interface AuthDeps {
   mailer: Mailer;
   logger: Logger;
   events: Events;
+  /**
+   * Keeps work alive after the response is sent (Workers: `ctx.waitUntil`);
+   * by default the promise simply runs on.
+   */
+  background?: (task: Promise<unknown>) => void;
 }
 
 /**
@@ -39,8 +44,10 @@ export interface AuthDeps {
  * rate limiter is off (ours runs in front of it) and so is its admin plugin
  * (spec §4 rule 5: `/api/auth/admin/*` is not served).
  */
-export function createAuth({ config, db, mailer, logger, events }: AuthDeps) {
+export function createAuth({ config, db, mailer, logger, events, background = (task) => void task }: AuthDeps) {
   const send = async (message: Parameters<Mailer['send']>[0]) => mailer.send(message);
+  // A send whose failure the mailer has already logged and emitted (EMAIL_SEND_FAILED).
+  const sendLater = (message: Parameters<Mailer['send']>[0]) => background(send(message).catch(() => {}));
   const options = {
     appName: 'Gatehouse',
     baseURL: config.auth.url,
@@ -64,7 +71,12 @@ export function createAuth({ config, db, mailer, logger, events }: AuthDeps) {
       minPasswordLength: 8,
       maxPasswordLength: 128,
       revokeSessionsOnPasswordReset: true,
-      sendResetPassword: ({ user, url }) => send(emails.resetPassword(user.email, url)),
+      // No account enumeration by timing (README "Security"): a reset for an
+      // unknown email sends nothing, so the mail for a known one must not hold
+      // the answer either; and a sign-up for a taken email mails the owner, as
+      // a new one mails its verification link, both before answering.
+      sendResetPassword: async ({ user, url }) => sendLater(emails.resetPassword(user.email, url)),
+      onExistingUserSignUp: ({ user }) => send(emails.existingAccount(user.email, config.auth.appUrl)),
     },
     emailVerification: {
       sendOnSignUp: true,
@@ -100,6 +112,10 @@ export function createAuth({ config, db, mailer, logger, events }: AuthDeps) {
       }),
     ],
     rateLimit: { enabled: false },
+    // Errors that are not the library's own answers (a database that is down,
+    // a driver error) propagate to our onError: 503 SERVICE_UNAVAILABLE or 500
+    // in the contract's shape, never the library's bodiless 500.
+    onAPIError: { throw: true },
     telemetry: { enabled: false },
     advanced: {
       // Explicit, never the library's default: left undefined, better-auth

@@ -29,6 +29,12 @@ export const ORGANIZATION_TRANSACTIONAL_PATHS: ReadonlySet<string> = new Set([
   `${ORG}/accept-invitation`,
   `${ORG}/remove-member`,
   `${ORG}/leave`,
+  // On a refusal (not a member) the library clears the caller's active
+  // organization before answering 403: in a transaction, that write rolls
+  // back with the refusal, so a refused call changes nothing.
+  `${ORG}/set-active`,
+  `${ORG}/get-organization`,
+  `${ORG}/get-full-organization`,
 ]);
 
 // `id`: get-invitation's query names the invitation so.

@@ -26,27 +26,82 @@ export interface OpenOptions {
   log?: KyselyConfig['log'];
 }
 
-function postgresDialect(url: string, max: number): { dialect: Dialect; end: () => Promise<void> } {
+/**
+ * Bounds on how long a request can wait on the database (README "Security"):
+ * for a free connection of the pool, for a row lock, and for one statement.
+ * Past them the query fails and the request answers 503 SERVICE_UNAVAILABLE
+ * instead of hanging (an exhausted pool, a lock held elsewhere). Runtime
+ * connections only: migrations may take their time.
+ */
+export const ACQUIRE_TIMEOUT_MS = 5_000;
+export const LOCK_TIMEOUT_MS = 5_000;
+export const STATEMENT_TIMEOUT_MS = 15_000;
+
+/** Thrown when no connection of the pool comes free within ACQUIRE_TIMEOUT_MS (errors.ts: 503). */
+export class PoolTimeoutError extends Error {
+  readonly code = 'POOL_TIMEOUT';
+  constructor(ms: number) {
+    super(`no database connection came free within ${ms} ms`);
+    this.name = 'PoolTimeoutError';
+  }
+}
+
+/**
+ * kysely-postgres-js reserves a connection for every query and transaction;
+ * postgres.js queues a reservation without limit. This one gives up after
+ * `ms` (a connection reserved too late is handed straight back).
+ */
+function withAcquireTimeout(sql: postgres.Sql, ms: number): postgres.Sql {
+  const reserve = sql.reserve.bind(sql);
+  const timed = () =>
+    new Promise<postgres.ReservedSql>((resolve, reject) => {
+      let late = false;
+      const timer = setTimeout(() => {
+        late = true;
+        reject(new PoolTimeoutError(ms));
+      }, ms);
+      reserve().then(
+        (connection) => {
+          clearTimeout(timer);
+          if (late) connection.release();
+          else resolve(connection);
+        },
+        (error: unknown) => {
+          clearTimeout(timer);
+          if (!late) reject(error);
+        },
+      );
+    });
+  return new Proxy(sql, { get: (target, property, receiver) => (property === 'reserve' ? timed : Reflect.get(target, property, receiver)) });
+}
+
+function postgresDialect(url: string, max: number, { runtime }: { runtime: boolean }): { dialect: Dialect; end: () => Promise<void> } {
   // Note: `fetch_types: false` hangs under kysely-postgres-js (seen while scouting); leave the default.
   const sql = postgres(url, {
     max,
     idle_timeout: 30,
     connect_timeout: 5,
+    // While the server is down each reconnect waits this long first, and so
+    // does the request behind it: at most 1 s (the default grows to 20 s).
+    backoff: (retries: number) => Math.min(0.05 * 2 ** retries, 1),
     onnotice: () => {},
-    connection: { application_name: 'gatehouse' },
+    connection: {
+      application_name: 'gatehouse',
+      ...(runtime ? { lock_timeout: LOCK_TIMEOUT_MS, statement_timeout: STATEMENT_TIMEOUT_MS } : {}),
+    },
   });
-  return { dialect: new PostgresJSDialect({ postgres: sql }), end: () => sql.end({ timeout: 5 }) };
+  return { dialect: new PostgresJSDialect({ postgres: runtime ? withAcquireTimeout(sql, ACQUIRE_TIMEOUT_MS) : sql }), end: () => sql.end({ timeout: 5 }) };
 }
 
 /** A PostgreSQL server through postgres.js: production, Workers and the integration suite. */
 export async function openPostgres(options: OpenOptions): Promise<Database> {
-  const runtime = postgresDialect(options.url, options.poolMax ?? 10);
+  const runtime = postgresDialect(options.url, options.poolMax ?? 10, { runtime: true });
   const db = new Kysely<DB>({ dialect: runtime.dialect, log: options.log });
   return {
     kind: 'postgres',
     db,
     async withOwner(fn) {
-      const owner = postgresDialect(options.migrationUrl ?? options.url, 1);
+      const owner = postgresDialect(options.migrationUrl ?? options.url, 1, { runtime: false });
       const ownerDb = new Kysely<any>({ dialect: owner.dialect });
       try {
         return await fn(ownerDb);

@@ -33,6 +33,23 @@ function isOpenToScheduledAccounts(path: string): boolean {
   return OPEN_TO_SCHEDULED.includes(first);
 }
 
+/**
+ * API.md "Errors": one shape, `{ code, message }`. Most library errors carry
+ * a code; the few that carry only a message (update-user's "No fields to
+ * update") get the one the library would derive (upper snake case of it).
+ */
+async function withErrorCode(response: Response): Promise<Response> {
+  const body = (await response
+    .clone()
+    .json()
+    .catch(() => null)) as { code?: unknown; message?: unknown } | null;
+  if (!body || typeof body !== 'object' || typeof body.code === 'string' || typeof body.message !== 'string') return response;
+  const code = body.message.toUpperCase().replace(/[^A-Z0-9]+/g, '_').replace(/^_+|_+$/g, '') || `HTTP_${response.status}`;
+  const headers = new Headers(response.headers);
+  headers.delete('content-length');
+  return new Response(JSON.stringify({ code, message: body.message }), { status: response.status, statusText: response.statusText, headers });
+}
+
 /** Ends the ambient transaction with the library's own error response, rolling back whatever it wrote. */
 class Rollback extends Error {
   constructor(readonly response: Response) {
@@ -61,6 +78,7 @@ export function authRoutes({ auth, config, db }: { auth: Auth; config: Config; d
     if (response.status >= 500) {
       throw new ApiError('INTERNAL_ERROR', 'Internal server error', { cause: new Error(`auth library answered ${response.status} on ${c.req.path}`) });
     }
+    if (response.status >= 400 && response.headers.get('content-type')?.includes('json')) return withErrorCode(response);
     return response;
   };
 

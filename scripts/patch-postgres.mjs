@@ -1,0 +1,75 @@
+// `postinstall`: patches postgres.js 3.4.9 (the runtime driver) where a
+// connection that closes under a reserved connection crashes the process or
+// poisons the pool. Found by tests/faults/postgres.test.ts (PostgreSQL stopped
+// during traffic: "TypeError: Cannot read properties of null (reading
+// 'write')" from an Immediate, uncatchable, the service exits). Upstream:
+// porsager/postgres#1066, #1154, #1208 (open), fixes proposed in #1168/#1209.
+//
+//   1. nextWrite(): the socket may be gone when a deferred write fires; settle
+//      the queries waiting on it (CONNECTION_CLOSED) instead of throwing.
+//   2. closed()/terminate(): a cleared write timer is also forgotten, or the
+//      connection never schedules a write again (its reconnects hang).
+//   3. reserve(): kysely-postgres-js reserves a connection per query and per
+//      transaction. When that connection closes, the pool has already taken it
+//      back (onclose); the holder's later queries (a ROLLBACK) are refused and
+//      its release() must not hand the dead connection to the open queue.
+//
+// Idempotent; checks what it replaces and fails loudly when the driver changes
+// (drop this script once a fixed postgres.js is used).
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { createRequire } from 'node:module';
+
+const MARK = 'gatehouse-patch';
+const require = createRequire(import.meta.url);
+let root;
+try {
+  // The package's exports hide package.json: walk up from its entry.
+  root = dirname(require.resolve('postgres'));
+  while (!existsSync(join(root, 'package.json')) || JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')).name !== 'postgres') root = dirname(root);
+} catch {
+  console.log('[patch-postgres] postgres is not installed; nothing to patch');
+  process.exit(0);
+}
+const { version } = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'));
+
+const connectionEdits = [
+  [
+    '  function nextWrite(fn) {\n    const x = socket.write(chunk, fn)\n',
+    `  function nextWrite(fn) {\n    if (!socket) { // ${MARK}: closed after the write was scheduled\n      nextWriteTimer !== null && clearImmediate(nextWriteTimer)\n      chunk = nextWriteTimer = null\n      error(Errors.connection('CONNECTION_CLOSED', options))\n      return false\n    }\n    const x = socket.write(chunk, fn)\n`,
+  ],
+  [/^    clearImmediate\(nextWriteTimer\)\n/gm, `    clearImmediate(nextWriteTimer)\n    chunk = nextWriteTimer = null // ${MARK}\n`, 2],
+];
+
+const indexEdits = [
+  [
+    '    move(c, reserved)\n    c.reserved = () => queue.length\n      ? c.execute(queue.shift())\n      : move(c, reserved)\n    c.reserved.release = true\n\n    const sql = Sql(handler)\n    sql.release = () => {\n      c.reserved = null\n      onopen(c)\n    }\n',
+    `    move(c, reserved)\n    c.reserved = () => queue.length\n      ? c.execute(queue.shift())\n      : move(c, reserved)\n    c.reserved.release = true\n    const mine = c.reserved // ${MARK}: onclose() clears it when the connection dies\n\n    const sql = Sql(handler)\n    sql.release = () => {\n      if (c.reserved !== mine) return // ${MARK}: closed meanwhile, the pool has it back\n      c.reserved = null\n      onopen(c)\n    }\n`,
+  ],
+  [
+    '    function handler(q) {\n      c.queue === full\n',
+    `    function handler(q) {\n      if (c.reserved !== mine) return q.reject(Errors.connection('CONNECTION_CLOSED', options)) // ${MARK}\n      c.queue === full\n`,
+  ],
+];
+
+function patch(file, edits) {
+  const path = join(root, file);
+  if (!existsSync(path)) return;
+  let text = readFileSync(path, 'utf8');
+  if (text.includes(MARK)) return;
+  for (const [from, to, count = 1] of edits) {
+    const found = typeof from === 'string' ? text.split(from).length - 1 : (text.match(from) ?? []).length;
+    if (found !== count) {
+      console.error(`[patch-postgres] postgres ${version}: ${file} does not have the code this patch expects (${found}/${count}); review scripts/patch-postgres.mjs`);
+      process.exit(1);
+    }
+    text = typeof from === 'string' ? text.replace(from, to) : text.replace(from, to);
+  }
+  writeFileSync(path, text);
+  console.log(`[patch-postgres] patched ${file}`);
+}
+
+for (const dir of ['src', 'cjs/src', 'cf/src']) {
+  patch(`${dir}/connection.js`, connectionEdits);
+  patch(`${dir}/index.js`, indexEdits);
+}
