@@ -66,7 +66,7 @@ describe('PostgreSQL stops during traffic', () => {
   for (const mode of ['fast', 'immediate'] as const) {
     it(`pg_ctl stop -m ${mode}: 503 in the contract's shape while down, the process stays up, service resumes without a restart`, async () => {
       const { traffic, stopped, duringEnd, healthyAt, recoveredIn } = await outage(mode);
-      const { during, after } = report(`stop -m ${mode}`, traffic, { stopped, duringEnd, healthyAt });
+      const { during, after } = report(`stop -m ${mode} (healthy ${Math.round(recoveredIn)} ms after restart)`, traffic, { stopped, duringEnd, healthyAt });
 
       // Nothing but success or a shaped 503, at any time (before, during, after).
       expect(traffic.answers.map((a) => faultAnswerProblems(a, isOk)).filter(Boolean)).toEqual([]);
