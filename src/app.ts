@@ -80,7 +80,7 @@ export function createApp(deps: AppDeps, options: CreateAppOptions = {}) {
   // After the limiter: a refused request costs no parsing.
   use(jsonInput());
   const resolveCookie = createSessionResolver({ auth, db, config, graceDays: config.accountDeletionGraceDays });
-  const resolveKey = config.apiKeyAuth ? createApiKeyResolver({ db, config, store: rateLimitStore, clock }) : null;
+  const resolveKey = config.apiKeyAuth ? createApiKeyResolver({ db, config, store: rateLimitStore, clock, background: options.background }) : null;
   use(
     session({
       resolve: async (c) => {

@@ -108,3 +108,6 @@ export function defineRoute<const R extends RouteConfig>(config: R & { access: A
     middleware: [guard(access), ...(body ? [jsonOnly] : []), ...own],
   } as unknown as R);
 }
+
+/** An OpenAPI JSON response: `{ description, content: { application/json: { schema } } }`. */
+export const jsonContent = <T extends z.ZodType>(schema: T, description: string) => ({ description, content: { 'application/json': { schema } } });

@@ -49,7 +49,20 @@ const refused = () => new ApiError('UNAUTHORIZED', 'Invalid API key');
  * member) keys answer 401. Two statements: the key by digest, the creator's
  * state. Key-authenticated requests have their own rate tier (spec §8 rule 6).
  */
-export function createApiKeyResolver({ db, config, store, clock }: { db: Kysely<DB>; config: Config; store: RateLimitStore; clock: Clock }) {
+export function createApiKeyResolver({
+  db,
+  config,
+  store,
+  clock,
+  background = (task) => void task,
+}: {
+  db: Kysely<DB>;
+  config: Config;
+  store: RateLimitStore;
+  clock: Clock;
+  /** Keeps the throttled lastUsedAt write alive after the response (Workers: waitUntil). */
+  background?: (task: Promise<unknown>) => void;
+}) {
   const tier = { name: 'api' as const, limit: config.rateLimit.api.limit, window: config.rateLimit.api.ttl };
 
   return async (c: Context<AppEnv>, presented: string): Promise<EnrichedSession> => {
@@ -81,11 +94,7 @@ export function createApiKeyResolver({ db, config, store, clock }: { db: Kysely<
           .where((eb) => eb.or([eb('last_used_at', 'is', null), eb('last_used_at', '<', new Date(now.getTime() - LAST_USED_RESOLUTION_MS))]))
           .execute(),
       ).catch((error) => c.get('logger')?.warn('api_key.last_used_failed', { keyId: key.id, error: describeError(error) }));
-      try {
-        c.executionCtx.waitUntil(write);
-      } catch {
-        // Node has no execution context: the write simply runs on.
-      }
+      background(write);
     }
 
     const scope = currentRequestScope();

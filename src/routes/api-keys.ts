@@ -9,7 +9,7 @@ import { knownPermissions } from '../db/queries/roles.js';
 import { withTenant } from '../db/tenant.js';
 import { ApiError } from '../errors.js';
 import { access, sessionOf } from '../middleware/guard.js';
-import { createRouter, defineRoute } from '../router.js';
+import { createRouter, defineRoute, jsonContent } from '../router.js';
 import type { Clock } from '../types.js';
 import { IdParams, PermissionString } from './schemas.js';
 
@@ -45,7 +45,6 @@ const CreateApiKeySchema = z
   .strict()
   .openapi('CreateApiKey');
 
-const json = <T extends z.ZodType>(schema: T, description: string) => ({ description, content: { 'application/json': { schema } } });
 
 const createRoute = defineRoute({
   method: 'post',
@@ -54,7 +53,7 @@ const createRoute = defineRoute({
   access: access.session({ organization: true, permissions: ['api_keys:write'], apiKeys: false }),
   summary: 'Create an API key; scopes must be a subset of your own permissions',
   request: { body: { content: { 'application/json': { schema: CreateApiKeySchema } } } },
-  responses: { 201: json(CreatedApiKeySchema, 'The key, with its plaintext shown once') },
+  responses: { 201: jsonContent(CreatedApiKeySchema, 'The key, with its plaintext shown once') },
 });
 
 const listRoute = defineRoute({
@@ -62,7 +61,7 @@ const listRoute = defineRoute({
   path: '/api/api-keys',
   access: access.permissions('api_keys:read'),
   summary: "API keys of the active organization (never the key, its hash or salt)",
-  responses: { 200: json(z.array(ApiKeySchema), 'Keys, newest first') },
+  responses: { 200: jsonContent(z.array(ApiKeySchema), 'Keys, newest first') },
 });
 
 const revokeRoute = defineRoute({
@@ -71,7 +70,7 @@ const revokeRoute = defineRoute({
   access: access.permissions('api_keys:write'),
   summary: 'Revoke an API key (idempotent)',
   request: { params: IdParams },
-  responses: { 200: json(z.object({ id: z.uuid(), revoked: z.literal(true), revokedAt: z.iso.datetime() }), 'The key is revoked') },
+  responses: { 200: jsonContent(z.object({ id: z.uuid(), revoked: z.literal(true), revokedAt: z.iso.datetime() }), 'The key is revoked') },
 });
 
 type KeyRow = { id: string; name: string; scopes: string[]; expires_at: Date | null; key_prefix: string; last_four: string; created_at: Date; created_by: string; revoked_at: Date | null; last_used_at: Date | null };

@@ -8,7 +8,7 @@ import { findDefaultRole, libraryRoleFor } from '../db/queries/roles.js';
 import { withTenant } from '../db/tenant.js';
 import { ApiError } from '../errors.js';
 import { access, sessionOf } from '../middleware/guard.js';
-import { createRouter, defineRoute } from '../router.js';
+import { createRouter, defineRoute, jsonContent } from '../router.js';
 import type { AppEnv } from '../types.js';
 
 const MemberSchema = z
@@ -25,14 +25,13 @@ const MemberSchema = z
 
 const RoleChangeBody = z.object({ roleId: z.uuidv4() }).strict().openapi('MemberRoleChange');
 const RoleChangeResult = z.object({ memberId: z.uuid(), roleId: z.uuid(), previousRoleId: z.uuid().nullable() }).openapi('MemberRoleChangeResult');
-const json = <T extends z.ZodType>(schema: T, description: string) => ({ description, content: { 'application/json': { schema } } });
 
 const listRoute = defineRoute({
   method: 'get',
   path: '/api/members',
   access: access.permissions('members:read'),
   summary: 'Members of the active organization',
-  responses: { 200: json(z.array(MemberSchema), 'Members with their role') },
+  responses: { 200: jsonContent(z.array(MemberSchema), 'Members with their role') },
 });
 
 const changeRoute = defineRoute({
@@ -44,7 +43,7 @@ const changeRoute = defineRoute({
     params: z.object({ memberId: z.uuidv4().openapi({ param: { name: 'memberId', in: 'path' } }) }),
     body: { content: { 'application/json': { schema: RoleChangeBody } } },
   },
-  responses: { 200: json(RoleChangeResult, 'The role changed') },
+  responses: { 200: jsonContent(RoleChangeResult, 'The role changed') },
 });
 
 const deprecatedChangeRoute = defineRoute({
@@ -57,7 +56,7 @@ const deprecatedChangeRoute = defineRoute({
     params: z.object({ id: z.uuidv4().openapi({ param: { name: 'id', in: 'path' } }) }),
     body: { content: { 'application/json': { schema: RoleChangeBody } } },
   },
-  responses: { 200: json(RoleChangeResult, 'The role changed; Deprecation and Link headers name the successor') },
+  responses: { 200: jsonContent(RoleChangeResult, 'The role changed; Deprecation and Link headers name the successor') },
 });
 
 const transferRoute = defineRoute({
@@ -67,7 +66,7 @@ const transferRoute = defineRoute({
   summary: 'Hand ownership to an Admin (the caller must be the current Owner)',
   request: { body: { content: { 'application/json': { schema: z.object({ targetMemberId: z.uuidv4() }).strict().openapi('TransferOwnership') } } } },
   responses: {
-    200: json(z.object({ transferred: z.literal(true), previousOwnerMemberId: z.uuid(), newOwnerMemberId: z.uuid() }), 'Owner and Admin swapped'),
+    200: jsonContent(z.object({ transferred: z.literal(true), previousOwnerMemberId: z.uuid(), newOwnerMemberId: z.uuid() }), 'Owner and Admin swapped'),
   },
 });
 

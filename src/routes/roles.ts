@@ -7,7 +7,7 @@ import { findDefaultRole, findRole, knownPermissions, listRoles, setRolePermissi
 import { withTenant } from '../db/tenant.js';
 import { ApiError } from '../errors.js';
 import { access, sessionOf } from '../middleware/guard.js';
-import { createRouter, defineRoute } from '../router.js';
+import { createRouter, defineRoute, jsonContent } from '../router.js';
 import type { EnrichedSession } from '../types.js';
 import { IdParams, PermissionList, RoleSchema, toRoleRecord } from './schemas.js';
 
@@ -21,14 +21,13 @@ const UpdateRoleSchema = z
   .refine((body) => Object.keys(body).length > 0, { message: 'give at least one of name, description, permissions' })
   .openapi('UpdateRole');
 
-const json = <T extends z.ZodType>(schema: T, description: string) => ({ description, content: { 'application/json': { schema } } });
 
 const listRoute = defineRoute({
   method: 'get',
   path: '/api/roles',
   access: access.permissions('roles:read'),
   summary: 'Roles of the active organization (defaults first)',
-  responses: { 200: json(z.array(RoleSchema), 'Owner, Admin, Member, Viewer, then custom roles by name') },
+  responses: { 200: jsonContent(z.array(RoleSchema), 'Owner, Admin, Member, Viewer, then custom roles by name') },
 });
 
 const createRoleRoute = defineRoute({
@@ -37,7 +36,7 @@ const createRoleRoute = defineRoute({
   access: access.permissions('roles:write'),
   summary: 'Create a custom role; its slug comes from its name',
   request: { body: { content: { 'application/json': { schema: CreateRoleSchema } } } },
-  responses: { 201: json(RoleSchema, 'The created role') },
+  responses: { 201: jsonContent(RoleSchema, 'The created role') },
 });
 
 const updateRoleRoute = defineRoute({
@@ -46,7 +45,7 @@ const updateRoleRoute = defineRoute({
   access: access.permissions('roles:write'),
   summary: 'Change a role (partial); a new name regenerates the slug',
   request: { params: IdParams, body: { content: { 'application/json': { schema: UpdateRoleSchema } } } },
-  responses: { 200: json(RoleSchema, 'The updated role') },
+  responses: { 200: jsonContent(RoleSchema, 'The updated role') },
 });
 
 const deleteRoleRoute = defineRoute({
@@ -56,7 +55,7 @@ const deleteRoleRoute = defineRoute({
   summary: 'Delete a custom role; its members move to Viewer',
   request: { params: IdParams },
   responses: {
-    200: json(z.object({ id: z.uuid(), deleted: z.literal(true), reassignedMembers: z.number().int() }), 'The role is gone'),
+    200: jsonContent(z.object({ id: z.uuid(), deleted: z.literal(true), reassignedMembers: z.number().int() }), 'The role is gone'),
   },
 });
 

@@ -6,7 +6,7 @@ import type { DB } from '../db/database.js';
 import { purgeAccount, purgeAfter } from '../db/queries/accounts.js';
 import { ApiError } from '../errors.js';
 import { access, sessionOf } from '../middleware/guard.js';
-import { createRouter, defineRoute } from '../router.js';
+import { createRouter, defineRoute, jsonContent } from '../router.js';
 import type { Clock } from '../types.js';
 
 const ProfileSchema = z
@@ -20,7 +20,6 @@ const ProfileSchema = z
   })
   .openapi('Profile');
 
-const json = <T extends z.ZodType>(schema: T, description: string) => ({ description, content: { 'application/json': { schema } } });
 const allowlisted = access.session({ allowScheduledForDeletion: true });
 
 const profileRoute = defineRoute({
@@ -28,7 +27,7 @@ const profileRoute = defineRoute({
   path: '/api/users/me',
   access: allowlisted,
   summary: 'Your profile',
-  responses: { 200: json(ProfileSchema, 'The profile') },
+  responses: { 200: jsonContent(ProfileSchema, 'The profile') },
 });
 
 const scheduleRoute = defineRoute({
@@ -37,7 +36,7 @@ const scheduleRoute = defineRoute({
   access: access.session(),
   summary: 'Schedule your account for deletion',
   responses: {
-    202: json(z.object({ deletedAt: z.iso.datetime(), purgeAfter: z.iso.datetime() }), 'Scheduled; the account is purged after the grace period'),
+    202: jsonContent(z.object({ deletedAt: z.iso.datetime(), purgeAfter: z.iso.datetime() }), 'Scheduled; the account is purged after the grace period'),
   },
 });
 
@@ -46,7 +45,7 @@ const reactivateRoute = defineRoute({
   path: '/api/users/me/reactivate',
   access: allowlisted,
   summary: 'Cancel a scheduled deletion',
-  responses: { 200: json(ProfileSchema, 'The profile, with deletedAt null') },
+  responses: { 200: jsonContent(ProfileSchema, 'The profile, with deletedAt null') },
 });
 
 const exportRoute = defineRoute({
@@ -55,7 +54,7 @@ const exportRoute = defineRoute({
   access: allowlisted,
   summary: 'Export your own data',
   responses: {
-    200: json(
+    200: jsonContent(
       z.object({
         profile: ProfileSchema,
         memberships: z.array(
@@ -97,7 +96,7 @@ const purgeRoute = defineRoute({
   access: allowlisted,
   summary: 'Purge your scheduled account now (confirm with your email)',
   request: { body: { content: { 'application/json': { schema: z.object({ confirmEmail: z.string().min(1).max(320) }).strict().openapi('PurgeConfirmation') } } } },
-  responses: { 200: json(z.object({ purged: z.literal(true) }), 'The account is gone') },
+  responses: { 200: jsonContent(z.object({ purged: z.literal(true) }), 'The account is gone') },
 });
 
 const iso = (value: Date | null) => (value ? new Date(value).toISOString() : null);
