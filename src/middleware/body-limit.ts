@@ -11,12 +11,22 @@ export const MAX_BODY_BYTES = 1_048_576;
  * Content-Length announces, so a lying header cannot smuggle a larger body.
  */
 export function bodyLimit({ maxSize = MAX_BODY_BYTES }: { maxSize?: number } = {}): MiddlewareHandler {
-  return honoBodyLimit({
+  const limit = honoBodyLimit({
     maxSize,
     onError: () => {
       throw new ApiError('PAYLOAD_TOO_LARGE', `Request body exceeds ${maxSize} bytes`);
     },
   });
+  // A GET or HEAD without Content-Length or Transfer-Encoding has no body
+  // (RFC 9112 §6.3): pass it on without asking for `raw.body`, which makes
+  // the Node adapter build a whole web Request (and its AbortSignal) for
+  // every read. Other methods always go through the check (a web Request
+  // built in-process carries a body without announcing its length).
+  return async function bodyLimit(c, next) {
+    const method = c.req.method;
+    if ((method === 'GET' || method === 'HEAD') && !c.req.header('content-length') && !c.req.header('transfer-encoding')) return next();
+    return limit(c, next);
+  };
 }
 
 const JSON_TYPE = /^application\/(?:[\w.+-]+\+)?json\s*(?:;|$)/i;

@@ -1,5 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestApp, type TestApp } from '../support/app.js';
+import { createDatabaseProbe } from '../../src/routes/health.js';
+import { openTestDatabase } from '../support/database.js';
 
 describe('GET /api/health', () => {
   let t: TestApp;
@@ -21,5 +23,23 @@ describe('GET /api/health', () => {
     expect(res.status).toBe(503);
     expect(await res.json()).toEqual({ code: 'SERVICE_UNAVAILABLE', message: 'Database unavailable' });
     expect(res.headers.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/);
+  });
+});
+
+describe('database probe behind /api/health', () => {
+  it('lets one successful check stand for a second, shares a check in flight, and never reuses a failure', async () => {
+    const database = await openTestDatabase();
+    let now = 0;
+    const probe = createDatabaseProbe({ db: database.db, freshMs: 1000, now: () => now });
+    const first = probe();
+    expect(probe()).toBe(first); // a second check while the first is in flight waits for it
+    await first;
+
+    await database.close();
+    now = 999;
+    await expect(probe()).resolves.toBeUndefined(); // within a second of the success: no statement
+    now = 1000;
+    await expect(probe()).rejects.toThrow(); // past it: asked again, and the closed database fails
+    await expect(probe()).rejects.toThrow(); // the failure was not kept as an answer either way
   });
 });
