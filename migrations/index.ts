@@ -3,6 +3,8 @@ import * as authTables from './0001_auth_tables.js';
 import * as rbac from './0002_rbac.js';
 import * as auditLogs from './0003_audit_logs.js';
 import * as apiKeys from './0004_api_keys.js';
+import * as sessionStateNotify from './0005_session_state_notify.js';
+import * as tenantRoles from './0006_tenant_roles.js';
 
 /**
  * Every migration, in order. Listed statically (not read from the file system)
@@ -14,4 +16,6 @@ export const migrations: Record<string, Migration> = {
   '0002_rbac': rbac,
   '0003_audit_logs': auditLogs,
   '0004_api_keys': apiKeys,
+  '0005_session_state_notify': sessionStateNotify,
+  '0006_tenant_roles': tenantRoles,
 };

@@ -1,7 +1,8 @@
 import type { MiddlewareHandler } from 'hono';
 import { createAuth } from './auth/auth.js';
 import { createMailer, type Mailer } from './auth/email.js';
-import { createSessionResolver } from './auth/session.js';
+import { createSessionResolver, type SessionStateRow } from './auth/session.js';
+import { createSessionStateCache, SESSION_STATE_CHANNEL, type SessionStateCache } from './auth/session-state-cache.js';
 import { registerOrganizationHandlers } from './auth/organizations.js';
 import { createApiKeyResolver, hasSessionCookie, presentedKey } from './auth/api-key-auth.js';
 import { createCookieCacheVerifier } from './auth/cookie-cache.js';
@@ -37,6 +38,22 @@ export interface CreateAppOptions {
   events?: Events;
   /** Keeps a task alive after the response (Workers: `ctx.waitUntil`); Node lets it run. */
   background?: (task: Promise<unknown>) => void;
+  /**
+   * Session states kept between requests; the caller must have it cleared on
+   * the database's notifications (`listenForSessionStateChanges`). None:
+   * one statement per authenticated request (Workers).
+   */
+  sessionStateCache?: SessionStateCache<SessionStateRow>;
+}
+
+/**
+ * Builds a session-state cache that the database clears whenever what it
+ * holds changes (migrations/0005). Node entry and tests; not Workers.
+ */
+export async function listenForSessionStateChanges(database: AppDeps['database']): Promise<SessionStateCache<SessionStateRow>> {
+  const cache = createSessionStateCache<SessionStateRow>();
+  await database.listen(SESSION_STATE_CHANNEL, () => cache.clear());
+  return cache;
 }
 
 /**
@@ -79,7 +96,22 @@ export function createApp(deps: AppDeps, options: CreateAppOptions = {}) {
   );
   // After the limiter: a refused request costs no parsing.
   use(jsonInput());
-  const resolveCookie = createSessionResolver({ auth, db, config, graceDays: config.accountDeletionGraceDays });
+  const cache = options.sessionStateCache;
+  if (cache) {
+    // This instance's own writes are seen by its next request even before
+    // the database's notification arrives (on PostgreSQL it comes on another
+    // connection): anything that may have written clears the cache when it
+    // ends. Reads of the service's own routes never write session state.
+    use(async function clearSessionStates(c, next) {
+      try {
+        await next();
+      } finally {
+        const method = c.req.method;
+        if ((method !== 'GET' && method !== 'HEAD' && method !== 'OPTIONS') || c.req.path.startsWith('/api/auth/')) cache.clear();
+      }
+    });
+  }
+  const resolveCookie = createSessionResolver({ auth, db, config, graceDays: config.accountDeletionGraceDays, cache });
   const resolveKey = config.apiKeyAuth ? createApiKeyResolver({ db, config, store: rateLimitStore, clock, background: options.background }) : null;
   use(
     session({

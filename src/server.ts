@@ -1,11 +1,12 @@
 import { serve } from '@hono/node-server';
 import { getConnInfo } from '@hono/node-server/conninfo';
-import { createApp } from './app.js';
+import { createApp, listenForSessionStateChanges } from './app.js';
 import { ConfigError, parseConfig } from './config.js';
 import { createRateLimitStore, logConfigWarnings, openConfiguredDatabase } from './deps.js';
 import { migrateToLatest } from './db/migrate.js';
 import { clientIpFromForwardedFor } from './middleware/rate-limit.js';
 import { createLogger } from './logger.js';
+import { createBatchedStdioSink } from './node-log-sink.js';
 import { describeError } from './errors.js';
 import { answerClientErrors, LISTENER_OPTIONS } from './node-listener.js';
 
@@ -22,7 +23,7 @@ async function main(): Promise<void> {
     throw error;
   }
   const { config, warnings } = parsed;
-  const logger = createLogger({ level: config.logLevel });
+  const logger = createLogger({ level: config.logLevel, sink: createBatchedStdioSink() });
   logConfigWarnings(logger, warnings);
 
   const database = await openConfiguredDatabase(config);
@@ -30,7 +31,10 @@ async function main(): Promise<void> {
 
   const app = createApp(
     { config, database, rateLimitStore: createRateLimitStore(config), logger },
-    { clientIp: (c) => clientIpFromForwardedFor(c.req.header('x-forwarded-for')) ?? getConnInfo(c).remote.address },
+    {
+      clientIp: (c) => clientIpFromForwardedFor(c.req.header('x-forwarded-for')) ?? getConnInfo(c).remote.address,
+      sessionStateCache: await listenForSessionStateChanges(database),
+    },
   );
 
   const server = serve({ fetch: app.fetch, port: config.port, hostname: '0.0.0.0', serverOptions: { ...LISTENER_OPTIONS } }, (info) => {

@@ -6,8 +6,9 @@ import type { EnrichedSession } from '../types.js';
 import type { Auth } from './auth.js';
 import type { Config } from '../config.js';
 import { createCookieCacheVerifier } from './cookie-cache.js';
+import type { SessionStateCache } from './session-state-cache.js';
 
-interface SessionStateRow {
+export interface SessionStateRow {
   email: string;
   name: string;
   role: EnrichedSession['user']['role'];
@@ -39,9 +40,33 @@ export async function loadSessionState(db: Kysely<DB>, sessionId: string, userId
  * deletion mark, and the permissions of the member's role there. A role
  * change, an organization switch, a revoked session or a scheduled deletion
  * therefore bites on the next request, not when the cookie cache expires.
+ * Where a `cache` is given, that statement's answer is kept until the
+ * database says something it reads has changed (session-state-cache.ts).
  */
-export function createSessionResolver({ auth, db, graceDays, config }: { auth: Auth; db: Kysely<DB>; graceDays: number; config: Config }): SessionResolver {
+export function createSessionResolver({
+  auth,
+  db,
+  graceDays,
+  config,
+  cache,
+}: {
+  auth: Auth;
+  db: Kysely<DB>;
+  graceDays: number;
+  config: Config;
+  cache?: SessionStateCache<SessionStateRow>;
+}): SessionResolver {
   const fromCache = createCookieCacheVerifier(config);
+  const readState = async (sessionId: string, userId: string, expiresAt: string) => {
+    if (!cache) return loadSessionState(db, sessionId, userId);
+    const key = `${sessionId}:${userId}`;
+    const cached = cache.get(key);
+    if (cached) return cached;
+    const generation = cache.generation();
+    const state = await loadSessionState(db, sessionId, userId);
+    if (state?.session_valid) cache.set(key, state, generation, Date.parse(expiresAt));
+    return state;
+  };
   return async (c) => {
     const cookie = c.req.header('cookie');
     if (!cookie) return null;
@@ -55,14 +80,15 @@ export function createSessionResolver({ auth, db, graceDays, config }: { auth: A
       if (!response) return null;
       found = { sessionId: response.session.id, userId: response.user.id, expiresAt: new Date(response.session.expiresAt).toISOString() };
     }
-    const state = await loadSessionState(db, found.sessionId, found.userId);
+    const state = await readState(found.sessionId, found.userId, found.expiresAt);
     if (!state || !state.session_valid) return null;
     // A member of the organization, or no active organization at all (spec §4: empty permissions).
     const activeOrganizationId = state.member_id ? state.active_organization_id : null;
     return {
       user: { id: found.userId, email: state.email, name: state.name, role: state.role, emailVerified: state.email_verified },
       session: { id: found.sessionId, activeOrganizationId, expiresAt: found.expiresAt },
-      permissions: state.permissions,
+      // A copy: the row may be shared with later requests through the cache.
+      permissions: state.permissions.slice(),
       deletedAt: state.deleted_at ? new Date(state.deleted_at).toISOString() : null,
       purgeAfter: state.deleted_at ? purgeAfter(state.deleted_at, graceDays).toISOString() : null,
       apiKey: null,

@@ -15,6 +15,13 @@ export interface Database {
   db: Kysely<DB>;
   /** Runs `fn` with a handle that connects as the schema owner (migrations, the user:role command). */
   withOwner<T>(fn: (owner: Kysely<any>) => Promise<T>): Promise<T>;
+  /**
+   * LISTEN on `channel`: `onNotify` runs for every notification, and also
+   * whenever the listening connection is (re)established, since whatever was
+   * sent while it was away is lost (a listener then treats it as "anything
+   * may have changed"). Resolves once listening.
+   */
+  listen(channel: string, onNotify: () => void): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -75,7 +82,7 @@ function withAcquireTimeout(sql: postgres.Sql, ms: number): postgres.Sql {
   return new Proxy(sql, { get: (target, property, receiver) => (property === 'reserve' ? timed : Reflect.get(target, property, receiver)) });
 }
 
-function postgresDialect(url: string, max: number, { runtime }: { runtime: boolean }): { dialect: Dialect; end: () => Promise<void> } {
+function postgresDialect(url: string, max: number, { runtime }: { runtime: boolean }): { dialect: Dialect; sql: postgres.Sql; end: () => Promise<void> } {
   // Note: `fetch_types: false` hangs under kysely-postgres-js (seen while scouting); leave the default.
   const sql = postgres(url, {
     max,
@@ -90,7 +97,7 @@ function postgresDialect(url: string, max: number, { runtime }: { runtime: boole
       ...(runtime ? { lock_timeout: LOCK_TIMEOUT_MS, statement_timeout: STATEMENT_TIMEOUT_MS } : {}),
     },
   });
-  return { dialect: new PostgresJSDialect({ postgres: runtime ? withAcquireTimeout(sql, ACQUIRE_TIMEOUT_MS) : sql }), end: () => sql.end({ timeout: 5 }) };
+  return { dialect: new PostgresJSDialect({ postgres: runtime ? withAcquireTimeout(sql, ACQUIRE_TIMEOUT_MS) : sql }), sql, end: () => sql.end({ timeout: 5 }) };
 }
 
 /** A PostgreSQL server through postgres.js: production, Workers and the integration suite. */
@@ -109,6 +116,12 @@ export async function openPostgres(options: OpenOptions): Promise<Database> {
         await ownerDb.destroy();
       }
     },
+    async listen(channel, onNotify) {
+      // postgres.js keeps one extra connection for LISTEN, reconnects it on
+      // its own, and calls the third argument on every (re)connection.
+      await runtime.sql.listen(channel, () => onNotify(), onNotify);
+    },
+    // Ends the pool and the LISTEN connection alike.
     close: () => db.destroy(),
   };
 }

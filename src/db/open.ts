@@ -36,6 +36,14 @@ export async function openPglite(options: OpenOptions & { loadDataDir?: Blob }):
   await pglite.waitReady;
 
   const pool = new pg.default.Pool({ ...createPgConfig(pglite), max: 1, idleTimeoutMillis: 0 });
+  // PGlite is one backend session: a LISTEN on it hears the NOTIFYs of its own
+  // transactions, which arrive with the COMMIT's answer, before the commit
+  // resolves. The bridge's client hands them out as 'notification' events.
+  const listeners = new Map<string, Set<() => void>>();
+  pool.on('connect', (client) => {
+    client.on('notification', (message) => listeners.get(message.channel)?.forEach((listener) => listener()));
+    for (const channelListeners of listeners.values()) channelListeners.forEach((listener) => listener());
+  });
   const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool }), log: options.log });
 
   const enterRuntimeRole = async (conn: Kysely<any>) => {
@@ -56,6 +64,15 @@ export async function openPglite(options: OpenOptions & { loadDataDir?: Blob }):
           await enterRuntimeRole(conn);
         }
       }),
+    async listen(channel, onNotify) {
+      const known = listeners.get(channel);
+      if (known) known.add(onNotify);
+      else {
+        listeners.set(channel, new Set([onNotify]));
+        await sql`listen ${sql.id(channel)}`.execute(db);
+      }
+      onNotify();
+    },
     async close() {
       await db.destroy();
       await pglite.close();

@@ -1,4 +1,4 @@
-import { createApp, type CreateAppOptions } from '../../src/app.js';
+import { createApp, listenForSessionStateChanges, type CreateAppOptions } from '../../src/app.js';
 import { parseConfig, type Config } from '../../src/config.js';
 import { createMemoryLogger } from '../../src/logger.js';
 import { createMemoryStore, createUpstashStore, type RateLimitStore } from '../../src/middleware/rate-limit-store.js';
@@ -58,7 +58,9 @@ export async function createTestApp(options: TestAppOptions = {}) {
   const logger = createMemoryLogger();
   const database = options.database ?? (await openTestDatabase());
   const testStore = options.store ? { store: options.store, close: async () => {} } : await createTestStore(config, clock);
-  const app = createApp({ config, database, rateLimitStore: testStore.store, logger, clock }, options);
+  // As the Node entry runs: session states cached, cleared by the database's notifications.
+  const sessionStateCache = options.sessionStateCache ?? (await listenForSessionStateChanges(database));
+  const app = createApp({ config, database, rateLimitStore: testStore.store, logger, clock }, { ...options, sessionStateCache });
   return {
     app,
     config,
@@ -67,6 +69,7 @@ export async function createTestApp(options: TestAppOptions = {}) {
     logger,
     clock,
     store: testStore.store,
+    sessionStateCache,
     async close() {
       await testStore.close();
       if (!options.database) await database.close();

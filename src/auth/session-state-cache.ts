@@ -1,0 +1,65 @@
+/**
+ * Session states (what `session_state` returns) kept between requests by one
+ * process, so a request served from the library's cookie cache needs no SQL.
+ *
+ * Invalidation is what makes it honest: the database notifies on every
+ * commit that changes what `session_state` reads (migrations/0005), and the
+ * app clears it itself after any request that may have written (app.ts), so
+ * a role change, a revoked session, an organization switch or a scheduled
+ * deletion is seen on the next request exactly as without the cache. A read
+ * that was in flight when an invalidation came is not stored (generation).
+ * Entries also end with their session and after `ttlMs`; at most
+ * `maxEntries` are held (the oldest go first).
+ *
+ * Only where the database can notify this process (Node, on either engine).
+ * The Workers entry builds none: an isolate keeps no connection to listen on.
+ */
+export interface SessionStateCache<T> {
+  /** Read before the database is asked; hand it back to `set`. */
+  generation(): number;
+  get(key: string): T | undefined;
+  set(key: string, value: T, generation: number, expiresAtMs: number): void;
+  clear(): void;
+  readonly size: number;
+}
+
+export interface SessionStateCacheOptions {
+  maxEntries?: number;
+  ttlMs?: number;
+  now?: () => number;
+}
+
+export function createSessionStateCache<T>({ maxEntries = 10_000, ttlMs = 60_000, now = Date.now }: SessionStateCacheOptions = {}): SessionStateCache<T> {
+  const entries = new Map<string, { value: T; until: number }>();
+  let generation = 0;
+  return {
+    generation: () => generation,
+    get(key) {
+      const entry = entries.get(key);
+      if (!entry) return undefined;
+      if (entry.until <= now()) {
+        entries.delete(key);
+        return undefined;
+      }
+      return entry.value;
+    },
+    set(key, value, readGeneration, expiresAtMs) {
+      if (readGeneration !== generation) return;
+      const until = Math.min(now() + ttlMs, expiresAtMs);
+      if (until <= now()) return;
+      entries.delete(key);
+      if (entries.size >= maxEntries) entries.delete(entries.keys().next().value!);
+      entries.set(key, { value, until });
+    },
+    clear() {
+      generation += 1;
+      entries.clear();
+    },
+    get size() {
+      return entries.size;
+    },
+  };
+}
+
+/** The channel migrations/0005 notifies on. */
+export const SESSION_STATE_CHANNEL = 'gatehouse_session_state';
