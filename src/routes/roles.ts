@@ -89,7 +89,7 @@ export function roleRoutes({ db }: { db: Kysely<DB> }) {
   return createRouter()
     .openapi(listRoute, async (c) => {
       const tenantId = sessionOf(c).session.activeOrganizationId!;
-      const roles = await withTenant(db, tenantId, (trx) => listRoles(trx, tenantId));
+      const roles = await listRoles(db, tenantId);
       return c.json(roles.map(toRoleRecord), 200);
     })
     .openapi(createRoleRoute, async (c) => {

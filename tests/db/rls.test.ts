@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { recordAudit } from '../../src/audit.js';
 import type { DB } from '../../src/db/database.js';
 import { setTenant, withTenant } from '../../src/db/tenant.js';
+import { listRoles } from '../../src/db/queries/roles.js';
 import { openTestDatabase, type TestDatabase } from '../support/database.js';
 
 /**
@@ -124,6 +125,19 @@ describe('row-level security (runtime role)', () => {
         expect((await counts(trx)).roles).toBe(3);
       });
       expect(await counts(conn)).toEqual({ roles: 0, rolePermissions: 0, auditLogs: 0 });
+    });
+  });
+
+  it("lists one tenant's roles in a single statement (tenant_roles) that leaves no tenant behind on the connection", async () => {
+    await db.connection().execute(async (conn) => {
+      for (const key of ['a', 'b'] as const) {
+        const roles = await listRoles(conn, tenants[key]);
+        expect(roles.map((r) => r.id).sort()).toEqual([...roleIds[key]].sort());
+        expect(roles.map((r) => r.slug)).toEqual(key === 'a' ? ['alpha', 'beta', 'gamma'] : ['delta', 'epsilon']);
+        expect(roles.every((r) => r.tenant_id === tenants[key] && r.permissions.length === 6)).toBe(true);
+        // The same connection, next statement: no tenant named, nothing visible.
+        expect(await counts(conn)).toEqual({ roles: 0, rolePermissions: 0, auditLogs: 0 });
+      }
     });
   });
 

@@ -24,17 +24,18 @@ const permissionList = sql<string[]>`coalesce((
   where rp.role_id = roles.id
 ), '{}')`;
 
-/** API.md: Owner, Admin, Member, Viewer first, then custom roles by name. */
+/**
+ * API.md: Owner, Admin, Member, Viewer first, then custom roles by name. One
+ * statement that names the tenant itself (migrations/0006 tenant_roles): no
+ * surrounding transaction is needed, and inside one it names the same tenant.
+ */
 export async function listRoles(db: Db, tenantId: string): Promise<RoleWithPermissions[]> {
-  return db
-    .selectFrom('roles')
-    .selectAll()
-    .select(permissionList.as('permissions'))
-    .where('tenant_id', '=', tenantId)
-    .orderBy(sql`case slug when 'owner' then 0 when 'admin' then 1 when 'member' then 2 when 'viewer' then 3 else 4 end`)
-    .orderBy(sql`case when is_default then '' else lower(name) end`)
-    .orderBy('name')
-    .execute();
+  const { rows } = await sql<RoleWithPermissions>`
+    select id, tenant_id, name, slug, description, is_default, created_at, updated_at, permissions
+    from tenant_roles(${tenantId}::uuid) with ordinality
+    order by ordinality
+  `.execute(db);
+  return rows;
 }
 
 export async function findRole(db: Db, tenantId: string, id: string): Promise<RoleWithPermissions | undefined> {
