@@ -14,7 +14,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import autocannon from 'autocannon';
-import { createApp } from '../src/app.js';
+import { createApp, listenForSessionStateChanges } from '../src/app.js';
 import { parseConfig } from '../src/config.js';
 import { migrateToLatest } from '../src/db/migrate.js';
 import { openDatabase } from '../src/db/open.js';
@@ -178,7 +178,8 @@ async function countSql(): Promise<Record<string, number>> {
   await migrateToLatest(database);
   const { config } = parseConfig({ NODE_ENV: 'test', AUTH_SECRET: SECRET, RATE_LIMIT_ENABLED: 'false', API_KEY_AUTH: 'enabled' });
   const logger = createMemoryLogger('info');
-  const app = createApp({ config, database, rateLimitStore: createMemoryStore(), logger });
+  // As the Node entry builds it: session states cached, cleared by the database's notifications.
+  const app = createApp({ config, database, rateLimitStore: createMemoryStore(), logger }, { sessionStateCache: await listenForSessionStateChanges(database) });
   const request = async (path: string, init?: RequestInit) => app.request(path, init);
   const seeded = await seed(request, () => logger.lines);
   const sample = async (fn: () => Promise<unknown>, times = 5) => {

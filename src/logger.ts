@@ -21,12 +21,25 @@ const LEVELS: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error:
  */
 const SECRET_KEY = /pass(word)?|cookie|authorization|token|secret|^key$|apikey|api_key|keyhash|key_hash|salt|session_?id/i;
 
+/** Field names repeat from line to line: each is tested against SECRET_KEY once (a bounded memo). */
+const secretKeys = new Map<string, boolean>();
+function isSecretKey(key: string): boolean {
+  let secret = secretKeys.get(key);
+  if (secret === undefined) {
+    secret = SECRET_KEY.test(key);
+    if (secretKeys.size < 4096) secretKeys.set(key, secret);
+  }
+  return secret;
+}
+
 function redact(value: unknown, depth = 0): unknown {
   if (depth > 6 || value === null || typeof value !== 'object') return value;
   if (Array.isArray(value)) return value.map((item) => redact(item, depth + 1));
   const out: Record<string, unknown> = {};
-  for (const [key, inner] of Object.entries(value)) {
-    out[key] = SECRET_KEY.test(key) ? '[redacted]' : redact(inner, depth + 1);
+  for (const key in value) {
+    if (!Object.hasOwn(value, key)) continue;
+    const inner = (value as Record<string, unknown>)[key];
+    out[key] = isSecretKey(key) ? '[redacted]' : redact(inner, depth + 1);
   }
   return out;
 }

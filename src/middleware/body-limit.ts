@@ -1,5 +1,5 @@
 import { bodyLimit as honoBodyLimit } from 'hono/body-limit';
-import type { MiddlewareHandler } from 'hono';
+import type { Context, MiddlewareHandler } from 'hono';
 import { ApiError } from '../errors.js';
 
 export const MAX_BODY_BYTES = 1_048_576;
@@ -17,16 +17,22 @@ export function bodyLimit({ maxSize = MAX_BODY_BYTES }: { maxSize?: number } = {
       throw new ApiError('PAYLOAD_TOO_LARGE', `Request body exceeds ${maxSize} bytes`);
     },
   });
-  // A GET or HEAD without Content-Length or Transfer-Encoding has no body
-  // (RFC 9112 §6.3): pass it on without asking for `raw.body`, which makes
-  // the Node adapter build a whole web Request (and its AbortSignal) for
-  // every read. Other methods always go through the check (a web Request
-  // built in-process carries a body without announcing its length).
   return async function bodyLimit(c, next) {
-    const method = c.req.method;
-    if ((method === 'GET' || method === 'HEAD') && !c.req.header('content-length') && !c.req.header('transfer-encoding')) return next();
+    if (readWithoutBody(c)) return next();
     return limit(c, next);
   };
+}
+
+/**
+ * A GET or HEAD without Content-Length or Transfer-Encoding has no body (RFC
+ * 9112 §6.3). Middleware asks this before touching `c.req.raw.body`, which
+ * makes the Node adapter build a whole web Request (and its AbortSignal) for
+ * every read. Other methods always count as having one: a web Request built
+ * in-process carries a body without announcing its length.
+ */
+export function readWithoutBody(c: Context): boolean {
+  const method = c.req.method;
+  return (method === 'GET' || method === 'HEAD') && !c.req.header('content-length') && !c.req.header('transfer-encoding');
 }
 
 const JSON_TYPE = /^application\/(?:[\w.+-]+\+)?json\s*(?:;|$)/i;

@@ -14,7 +14,7 @@ export function cors({ origins }: { origins: Config['cors']['origins'] }): Middl
     };
   }
   const allowed = new Set(origins === '*' ? [] : origins);
-  return honoCors({
+  const library = honoCors({
     origin: (origin) => {
       if (!origin) return null;
       if (origins === '*') return origin;
@@ -26,4 +26,19 @@ export function cors({ origins }: { origins: Config['cors']['origins'] }): Middl
     exposeHeaders: ['X-Request-Id', 'X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset', 'Retry-After', 'Deprecation', 'Link'],
     maxAge: 600,
   });
+  // A request without Origin is not a CORS request: no Access-Control header
+  // applies to it, only `Vary: Origin` (the answer to one with Origin would
+  // differ). hono's cors touches the response before the handler runs, which
+  // on Node turns every answer into a full web Response built twice; reads
+  // that no browser sent cross-origin skip that.
+  return async function cors(c, next) {
+    if (c.req.method === 'OPTIONS' || c.req.header('origin') !== undefined) return library(c, next);
+    await next();
+    try {
+      c.res.headers.append('Vary', 'Origin');
+    } catch {
+      // An immutable response (one fetched from elsewhere): hono copies it.
+      c.header('Vary', 'Origin', { append: true });
+    }
+  };
 }

@@ -1,5 +1,6 @@
 import type { MiddlewareHandler } from 'hono';
 import { ApiError, type ErrorDetail } from '../errors.js';
+import { readWithoutBody } from './body-limit.js';
 
 /** Deeper than any body the service or the auth library takes (organization metadata included). */
 export const MAX_JSON_DEPTH = 32;
@@ -21,8 +22,9 @@ const JSON_TYPE = /^application\/(?:[\w.+-]+\+)?json\s*(?:;|$)/i;
  */
 export function jsonInput({ maxDepth = MAX_JSON_DEPTH }: { maxDepth?: number } = {}): MiddlewareHandler {
   return async function jsonInput(c, next) {
+    if (readWithoutBody(c) || !JSON_TYPE.test(c.req.header('content-type') ?? '')) return next();
     const raw = c.req.raw;
-    if (!raw.body || !JSON_TYPE.test(raw.headers.get('content-type') ?? '')) return next();
+    if (!raw.body) return next();
     const bytes = new Uint8Array(await raw.arrayBuffer());
     c.req.raw = new Request(raw, { body: bytes });
     if (bytes.byteLength === 0) return next();

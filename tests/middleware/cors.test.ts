@@ -76,6 +76,14 @@ describe('CORS (spec §8)', () => {
       }
     });
 
+    it('answers a request without Origin (not a CORS request) with no Access-Control header, and Vary: Origin', async () => {
+      for (const path of ['/api/health', '/api/session', '/api/nowhere']) {
+        const res = await t.app.request(path);
+        expect([...res.headers.keys()].filter((name) => name.startsWith('access-control-')), path).toEqual([]);
+        expect(varyList(res), path).toContain('origin');
+      }
+    });
+
     it('never sends a literal * (credentials forbid it)', async () => {
       const res = await t.app.request('/api/health', { headers: { origin: APP_ORIGIN } });
       expect(res.headers.get('access-control-allow-origin')).not.toBe('*');
