@@ -23,8 +23,13 @@ function equal(a: Buffer, b: Buffer): boolean {
  * null, and the caller asks the library, which then also renews or expires
  * cookies. It never accepts a cookie the library would refuse.
  */
-export function createCookieCacheVerifier(config: Config, now: () => number = Date.now) {
+export function createCookieCacheVerifier(config: Config, now: () => number = Date.now, { maxRemembered = 10_000 }: { maxRemembered?: number } = {}) {
   const secret = config.auth.secret;
+  // Cookies that verified, by their exact bytes, until the earlier of their
+  // two expiries: a browser sends the same pair with every request for up to
+  // five minutes, and both HMACs are deterministic. Only successes are kept
+  // (junk cookies cannot fill it with anything but misses); oldest go first.
+  const verified = new Map<string, { session: CachedSession; until: number }>();
   const prefix = config.auth.secureCookies ? '__Secure-' : '';
   const tokenName = `${prefix}${COOKIE_PREFIX}.session_token`;
   const dataName = `${prefix}${COOKIE_PREFIX}.session_data`;
@@ -40,6 +45,12 @@ export function createCookieCacheVerifier(config: Config, now: () => number = Da
     const signedToken = cookies[tokenName];
     const data = cookies[dataName];
     if (!signedToken || !data) return null;
+    const memoKey = `${signedToken}\n${data}`;
+    const remembered = verified.get(memoKey);
+    if (remembered) {
+      if (remembered.until >= now()) return remembered.session;
+      verified.delete(memoKey);
+    }
 
     // better-call signed cookie: `<value>.<base64 HMAC-SHA256(secret, value)>`.
     const dot = signedToken.lastIndexOf('.');
@@ -73,6 +84,9 @@ export function createCookieCacheVerifier(config: Config, now: () => number = Da
     const current = now();
     if (expiresAt < current || !Number.isFinite(sessionExpiry) || sessionExpiry < current) return null;
     if (typeof session.id !== 'string' || typeof user.id !== 'string' || session.userId !== user.id) return null;
-    return { sessionId: session.id, userId: user.id, expiresAt: new Date(sessionExpiry).toISOString() };
+    const result = { sessionId: session.id, userId: user.id, expiresAt: new Date(sessionExpiry).toISOString() };
+    if (verified.size >= maxRemembered) verified.delete(verified.keys().next().value!);
+    verified.set(memoKey, { session: result, until: Math.min(expiresAt, sessionExpiry) });
+    return result;
   };
 }

@@ -49,14 +49,16 @@ export function createSessionResolver({
   graceDays,
   config,
   cache,
+  fromCache = createCookieCacheVerifier(config),
 }: {
   auth: Auth;
   db: Kysely<DB>;
   graceDays: number;
   config: Config;
   cache?: SessionStateCache<SessionStateRow>;
+  /** The app's one cookie-cache verifier (the rate limiter reads identities through it too). */
+  fromCache?: ReturnType<typeof createCookieCacheVerifier>;
 }): SessionResolver {
-  const fromCache = createCookieCacheVerifier(config);
   const readState = async (sessionId: string, userId: string, expiresAt: string) => {
     if (!cache) return loadSessionState(db, sessionId, userId);
     const key = `${sessionId}:${userId}`;

@@ -55,4 +55,19 @@ describe('createCookieCacheVerifier', () => {
     expect(verify('')).toBeNull();
     expect(verify('gatehouse.session_data=%%%; gatehouse.session_token=a.b')).toBeNull();
   });
+
+  it('one verifier remembers a cookie it verified only while it is valid, and by its exact bytes', () => {
+    let now = Date.now();
+    const remembering = createCookieCacheVerifier(t.config, () => now);
+    const cookie = user.jar.header();
+    expect(remembering(cookie)?.userId).toBe(user.id);
+    expect(remembering(cookie)?.userId).toBe(user.id);
+    // A byte changed in a cookie it has seen: verified afresh, refused.
+    const data = user.jar.get('gatehouse.session_data')!;
+    const flipped = `${data.slice(0, 40)}${data[40] === 'A' ? 'B' : 'A'}${data.slice(41)}`;
+    expect(remembering(`${tokenCookie()}; ${dataCookie(flipped)}`)).toBeNull();
+    // Past the cache's five minutes the remembered answer is gone too.
+    now += 6 * 60 * 1000;
+    expect(remembering(cookie)).toBeNull();
+  });
 });
