@@ -42,10 +42,10 @@ function devVars(vars: Record<string, string>): string {
 /**
  * `wrangler dev --local` of the project's own wrangler.toml and src/worker.ts,
  * in workerd, on 127.0.0.1:<port>. The secrets go to a generated `.dev.vars`
- * in a temporary folder beside a copy of wrangler.toml whose `main` points
- * back at the repository (so nothing is written into the work tree and a
- * developer's own `.dev.vars` is neither used nor overwritten); wrangler's
- * state and logs stay in that folder too.
+ * in a temporary folder beside a copy of wrangler.toml whose `main` and
+ * `[alias]` targets point back at the repository (so nothing is written into
+ * the work tree and a developer's own `.dev.vars` is neither used nor
+ * overwritten); wrangler's state and logs stay in that folder too.
  */
 export async function startWranglerDev(options: { port: number; vars: (port: number) => Record<string, string>; readyTimeoutMs?: number }): Promise<WranglerDev> {
   const { port } = options;
@@ -54,7 +54,11 @@ export async function startWranglerDev(options: { port: number; vars: (port: num
   const mainLine = /^main\s*=\s*"([^"]+)"\s*$/m;
   const main = mainLine.exec(toml)?.[1];
   if (!main) throw new Error('wrangler.toml has no `main = "…"` line');
-  await writeFile(join(dir, 'wrangler.toml'), toml.replace(mainLine, `main = ${JSON.stringify(join(REPO_ROOT, main))}`));
+  // Relative values (the `[alias]` targets) resolve from the copy's folder: point them back too.
+  const copy = toml
+    .replace(mainLine, `main = ${JSON.stringify(join(REPO_ROOT, main))}`)
+    .replace(/=\s*"(\.\.?\/[^"]*)"/g, (_, path: string) => `= ${JSON.stringify(join(REPO_ROOT, path))}`);
+  await writeFile(join(dir, 'wrangler.toml'), copy);
   await writeFile(join(dir, '.dev.vars'), devVars(options.vars(port)), { mode: 0o600 });
 
   const inspectorPort = await freePort();

@@ -1,0 +1,12 @@
+/**
+ * Workers bundle only (wrangler.toml `alias`): stands in for `postal-mime`,
+ * which the `resend` SDK imports for `emails.receiving` (parsing inbound
+ * mail). The service only sends (`emails.send`), so the parser stays out
+ * of the Worker (with `standardwebhooks`, ~26 KiB gzipped). Node never sees
+ * this file.
+ */
+export default class PostalMime {
+  static parse(): never {
+    throw new Error('postal-mime is not bundled in the Worker (src/worker-shims/postal-mime.ts)');
+  }
+}
