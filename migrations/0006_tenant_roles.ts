@@ -36,13 +36,12 @@ export async function up(db: Kysely<any>): Promise<void> {
       PERFORM set_config('app.tenant_id', p_tenant_id::text, true);
       RETURN QUERY
         SELECT r.id, r.tenant_id, r.name, r.slug, r.description, r.is_default, r.created_at, r.updated_at,
-               coalesce((
-                 SELECT array_agg(p.resource || ':' || p.action ORDER BY p.resource || ':' || p.action)
-                 FROM role_permissions rp JOIN permissions p ON p.id = rp.permission_id
-                 WHERE rp.role_id = r.id
-               ), '{}')
+               coalesce(array_agg(p.resource || ':' || p.action ORDER BY p.resource || ':' || p.action) FILTER (WHERE p.id IS NOT NULL), '{}')
         FROM roles r
+        LEFT JOIN role_permissions rp ON rp.role_id = r.id
+        LEFT JOIN permissions p ON p.id = rp.permission_id
         WHERE r.tenant_id = p_tenant_id
+        GROUP BY r.id
         ORDER BY CASE r.slug WHEN 'owner' THEN 0 WHEN 'admin' THEN 1 WHEN 'member' THEN 2 WHEN 'viewer' THEN 3 ELSE 4 END,
                  CASE WHEN r.is_default THEN '' ELSE lower(r.name) END,
                  r.name;
