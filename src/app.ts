@@ -112,7 +112,7 @@ export function createApp(deps: AppDeps, options: CreateAppOptions = {}) {
     });
   }
   const resolveCookie = createSessionResolver({ auth, db, config, graceDays: config.accountDeletionGraceDays, cache, fromCache: readCookieCache });
-  const resolveKey = config.apiKeyAuth ? createApiKeyResolver({ db, config, store: rateLimitStore, clock, background: options.background }) : null;
+  const resolveKey = config.apiKeyAuth ? createApiKeyResolver({ db, config, store: rateLimitStore, clock, background: options.background, cache }) : null;
   use(
     session({
       resolve: async (c) => {

@@ -10,7 +10,8 @@ import { currentRequestScope } from '../request-scope.js';
 import type { AppEnv, Clock, EnrichedSession } from '../types.js';
 import { isWellFormedKey, lookupDigest, verifyKey } from './api-key-material.js';
 import { COOKIE_PREFIX } from './auth.js';
-import { loadSessionState } from './session.js';
+import { loadSessionState, type SessionStateRow } from './session.js';
+import type { SessionStateCache } from './session-state-cache.js';
 
 const NO_SESSION = '00000000-0000-4000-8000-000000000000';
 const LAST_USED_RESOLUTION_MS = 60_000;
@@ -46,8 +47,9 @@ const refused = () => new ApiError('UNAUTHORIZED', 'Invalid API key');
  * there now. A malformed key is refused before any database work; a known
  * digest is checked against the salted hash in constant time; revoked,
  * expired, or orphaned (creator scheduled for deletion or no longer a
- * member) keys answer 401. Two statements: the key by digest, the creator's
- * state. Key-authenticated requests have their own rate tier (spec §8 rule 6).
+ * member) keys answer 401. Two statements: the key by digest (always: a
+ * revocation bites on the next request), the creator's state (from the
+ * session-state cache when the app has one). Key-authenticated requests have their own rate tier (spec §8 rule 6).
  */
 export function createApiKeyResolver({
   db,
@@ -55,6 +57,7 @@ export function createApiKeyResolver({
   store,
   clock,
   background = (task) => void task,
+  cache,
 }: {
   db: Kysely<DB>;
   config: Config;
@@ -62,7 +65,19 @@ export function createApiKeyResolver({
   clock: Clock;
   /** Keeps the throttled lastUsedAt write alive after the response (Workers: waitUntil). */
   background?: (task: Promise<unknown>) => void;
+  /** The app's session-state cache: the creator's state in the key's organization is kept there too. */
+  cache?: SessionStateCache<SessionStateRow>;
 }) {
+  const creatorState = async (userId: string, tenantId: string) => {
+    if (!cache) return loadSessionState(db, NO_SESSION, userId, tenantId);
+    const cacheKey = `creator:${userId}:${tenantId}`;
+    const cached = cache.get(cacheKey);
+    if (cached) return cached;
+    const generation = cache.generation();
+    const state = await loadSessionState(db, NO_SESSION, userId, tenantId);
+    if (state) cache.set(cacheKey, state, generation, Number.POSITIVE_INFINITY);
+    return state;
+  };
   const tier = { name: 'api' as const, limit: config.rateLimit.api.limit, window: config.rateLimit.api.ttl };
 
   return async (c: Context<AppEnv>, presented: string): Promise<EnrichedSession> => {
@@ -74,7 +89,7 @@ export function createApiKeyResolver({
     const now = clock();
     if (key.revoked_at || (key.expires_at && new Date(key.expires_at).getTime() <= now.getTime())) throw refused();
 
-    const creator = await loadSessionState(db, NO_SESSION, key.created_by, key.tenant_id);
+    const creator = await creatorState(key.created_by, key.tenant_id);
     if (!creator || creator.deleted_at || !creator.member_id) throw refused();
 
     if (config.rateLimit.enabled) {
