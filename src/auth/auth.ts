@@ -10,6 +10,7 @@ import { describeError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import type { Mailer } from './email.js';
 import { emails } from './email-templates.js';
+import { hashPassword, verifyPassword } from './password.js';
 import { authDatabaseAdvancedOptions, authSchemaOptions, organizationPluginSchema } from './schema.js';
 
 export const AUTH_BASE_PATH = '/api/auth';
@@ -71,6 +72,10 @@ export function createAuth({ config, db, mailer, logger, events, background = (t
       minPasswordLength: 8,
       maxPasswordLength: 128,
       revokeSessionsOnPasswordReset: true,
+      // The library's own scrypt and stored format, with bounded use of
+      // libuv's thread pool and a constant-time compare (src/auth/password.ts).
+      // Sign-in for an unknown email still hashes once, through the same hook.
+      password: { hash: hashPassword, verify: verifyPassword },
       // No account enumeration by timing (README "Security"): a reset for an
       // unknown email sends nothing, so the mail for a known one must not hold
       // the answer either; and a sign-up for a taken email mails the owner, as
