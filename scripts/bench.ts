@@ -166,8 +166,11 @@ async function measure(s: Scenario, seconds: number): Promise<autocannon.Result>
 }
 
 async function run(s: Scenario): Promise<autocannon.Result> {
-  if (WARMUP > 0) await measure(s, WARMUP);
-  await new Promise((r) => setTimeout(r, 500)); // drain in-flight work
+  // Drain: autocannon abandons the requests in flight when the warm-up ends,
+  // and the server still works them off. Wait as long as the slowest of them
+  // could take (the warm-up's p99), at least half a second.
+  const warm = WARMUP > 0 ? await measure(s, WARMUP) : null;
+  await new Promise((r) => setTimeout(r, Math.max(500, Math.min(warm?.latency.p99 ?? 0, 15_000))));
   return measure(s, DURATION);
 }
 
