@@ -11,6 +11,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
+import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import autocannon from 'autocannon';
@@ -26,6 +27,10 @@ for (let i = 2; i < process.argv.length; i += 2) args.set(process.argv[i]!.repla
 const DURATION = Number(args.get('duration') ?? 10);
 const CONNECTIONS = Number(args.get('connections') ?? 50);
 const WARMUP = Number(args.get('warmup') ?? 2);
+/** --only <scenario name> (health, session, session-db, roles, roles-write, sign-in, api-key, rl-memory, rl-redis): run just that one beside the ceiling. */
+const ONLY = args.get('only');
+/** --profile <dir>: the service processes write V8 CPU profiles there (node --cpu-prof), to read what bounds a scenario. */
+const PROFILE = args.get('profile');
 const SECRET = `bench-${crypto.randomUUID()}-${crypto.randomUUID()}`;
 const ORIGIN = 'http://localhost:3000';
 const PASSWORD = 'correct horse battery staple';
@@ -51,7 +56,8 @@ interface Child {
 
 async function start(command: string[], env: Record<string, string>, port: number): Promise<Child> {
   const began = performance.now();
-  const child = spawn(process.execPath, ['--import', 'tsx', ...command], {
+  const profile = PROFILE && command[0] === 'src/server.ts' ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE}`] : [];
+  const child = spawn(process.execPath, [...profile, '--import', 'tsx', ...command], {
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -165,7 +171,8 @@ async function measure(s: Scenario, seconds: number): Promise<autocannon.Result>
   return autocannon({ url: `http://127.0.0.1:${s.port}`, connections: CONNECTIONS, duration: seconds, requests: s.requests });
 }
 
-async function run(s: Scenario): Promise<autocannon.Result> {
+async function run(s: Scenario): Promise<autocannon.Result | null> {
+  if (ONLY && s.name !== ONLY && s.name !== 'ceiling') return null;
   // Drain: autocannon abandons the requests in flight when the warm-up ends,
   // and the server still works them off. Wait as long as the slowest of them
   // could take (the warm-up's p99), at least half a second.
@@ -236,6 +243,7 @@ async function workerBundleGzipKiB(): Promise<number | null> {
 
 async function main() {
   const dataDir = await mkdtemp(join(tmpdir(), 'gatehouse-bench-'));
+  process.once('exit', () => rmSync(dataDir, { recursive: true, force: true }));
   const databaseUrl = process.env.DATABASE_URL ?? `pglite://${join(dataDir, 'db')}`;
   const engine = databaseUrl.startsWith('pglite://') ? 'pglite' : 'postgres';
   const baseEnv = {
@@ -257,8 +265,9 @@ async function main() {
   const ceiling = await start(['scripts/bench-ceiling.ts', String(ceilingPort)], {}, ceilingPort);
   const ceilingResult = await run({ name: 'ceiling', port: ceilingPort, requests: [{ method: 'GET', path: '/json' }] });
   await ceiling.stop();
-  const ceilingRps = ceilingResult.requests.average;
-  const record = (name: string, r: autocannon.Result, sqlPerRequest: number | null, base = ceilingRps) => {
+  const ceilingRps = ceilingResult!.requests.average;
+  const record = (name: string, r: autocannon.Result | null, sqlPerRequest: number | null, base = ceilingRps) => {
+    if (!r) return;
     const result: Result = {
       scenario: name,
       requestsPerSecond: Math.round(r.requests.average),
@@ -309,6 +318,8 @@ async function main() {
     }),
     sql.createDeleteRole ?? null,
   );
+  record('9 GET /api/roles with an API key', await run({ name: 'api-key', port, requests: get('/api/roles', { authorization: `Bearer ${seeded.apiKey}` }) }), sql.apiKeyRead ?? null);
+  // Sign-in last on this server: its abandoned requests leave seconds of hashing behind.
   const signIn = await run({
     name: 'sign-in',
     port,
@@ -321,7 +332,8 @@ async function main() {
       },
     ],
   });
-  const hashRate = await new Promise<number>((resolve, reject) => {
+  if (signIn) await new Promise((r) => setTimeout(r, Math.min(signIn.latency.p99, 15_000))); // drain before the raw rate
+  const hashRate = !signIn ? 0 : await new Promise<number>((resolve, reject) => {
     const child = spawn(process.execPath, ['--import', 'tsx', 'scripts/bench-hash.ts', String(CONNECTIONS), String(DURATION)], { stdio: ['ignore', 'pipe', 'inherit'] });
     let out = '';
     child.stdout!.on('data', (chunk) => (out += chunk));
@@ -329,7 +341,6 @@ async function main() {
   });
   notes.rawHashesPerSecond = Math.round(hashRate * 10) / 10;
   record('7 POST /api/auth/sign-in/email (ratio: to raw hash rate)', signIn, sql.signIn ?? null, hashRate);
-  record('9 GET /api/roles with an API key', await run({ name: 'api-key', port, requests: get('/api/roles', { authorization: `Bearer ${seeded.apiKey}` }) }), sql.apiKeyRead ?? null);
   await server.stop();
 
   // 8: the rate-limit store's added latency on one route.
@@ -352,6 +363,7 @@ async function main() {
   }
 
   // Start-up to the first 200 of /api/health, on both engines where both are at hand.
+  if (ONLY) return finish(engine, notes, results);
   const startup: Record<string, number> = { [`${engine} (bench server)`]: Math.round(server.startedMs) };
   const pgliteDir = join(dataDir, 'startup');
   for (const label of ['pglite, new data directory (initdb + migrations)', 'pglite, existing data directory']) {
@@ -369,8 +381,11 @@ async function main() {
   notes.startupMs = startup;
 
   notes.workerBundleGzipKiB = await workerBundleGzipKiB();
-  await rm(dataDir, { recursive: true, force: true });
 
+  await finish(engine, notes, results);
+}
+
+async function finish(engine: string, notes: Record<string, unknown>, results: Result[]) {
   const rows = results.map((r) => ({
     scenario: r.scenario,
     'req/s': r.requestsPerSecond,
