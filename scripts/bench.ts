@@ -161,7 +161,9 @@ interface Result {
   p50: number;
   p99: number;
   non2xx: number;
+  /** Errors of which autocannon's 10 s request timeouts. */
   errors: number;
+  timeouts: number;
   ratio: number;
   sqlPerRequest: number | null;
   marked: boolean;
@@ -274,10 +276,12 @@ async function main() {
       p50: r.latency.p50,
       p99: r.latency.p99,
       non2xx: r.non2xx,
-      errors: r.errors + r.timeouts,
+      // autocannon's `errors` already counts its timeouts.
+      errors: r.errors,
+      timeouts: r.timeouts,
       ratio: Math.round((r.requests.average / base) * 1000) / 1000,
       sqlPerRequest,
-      marked: r.non2xx > 0 || r.errors + r.timeouts > 0,
+      marked: r.non2xx > 0 || r.errors > 0,
     };
     results.push(result);
     console.error(`${name}: ${result.requestsPerSecond} req/s, p99 ${result.p99} ms${result.marked ? ' (ERRORS)' : ''}`);
@@ -393,6 +397,7 @@ async function finish(engine: string, notes: Record<string, unknown>, results: R
     'p99 ms': r.p99,
     non2xx: r.non2xx,
     errors: r.errors,
+    timeouts: r.timeouts,
     ratio: r.ratio,
     'SQL/req': r.sqlPerRequest,
     flag: r.marked ? 'ERRORS' : '',
