@@ -101,13 +101,19 @@ export function createApp(deps: AppDeps, options: CreateAppOptions = {}) {
     // This instance's own writes are seen by its next request even before
     // the database's notification arrives (on PostgreSQL it comes on another
     // connection): anything that may have written clears the cache when it
-    // ends. Reads of the service's own routes never write session state.
+    // ends. Reads of the service's own routes never write session state; the
+    // library's GETs may (verification and magic links, OAuth callbacks),
+    // except get-session, the read an SPA repeats, whose only write (the
+    // daily expiry refresh) changes nothing the cache holds but the expiry
+    // the cookie already carries.
     use(async function clearSessionStates(c, next) {
       try {
         await next();
       } finally {
         const method = c.req.method;
-        if ((method !== 'GET' && method !== 'HEAD' && method !== 'OPTIONS') || c.req.path.startsWith('/api/auth/')) cache.clear();
+        const path = c.req.path;
+        const writes = (method !== 'GET' && method !== 'HEAD' && method !== 'OPTIONS') || (path.startsWith('/api/auth/') && path !== '/api/auth/get-session');
+        if (writes) cache.clear();
       }
     });
   }

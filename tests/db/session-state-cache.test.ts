@@ -68,6 +68,17 @@ describe('session-state cache', () => {
     expect(await sessionName(t, user)).toBe('After');
   });
 
+  it("keeps its entries across the SPA's repeated get-session, and empties on a write through the API", async () => {
+    await sessionName(t, user);
+    expect(t.sessionStateCache.size).toBe(1);
+    expect((await call(t, '/api/auth/get-session', { jar: user.jar })).status).toBe(200);
+    expect(t.sessionStateCache.size).toBe(1);
+    const res = await call(t, '/api/auth/update-user', { method: 'POST', jar: user.jar, body: { name: 'Renamed' } });
+    expect(res.status).toBe(200);
+    expect(t.sessionStateCache.size).toBe(0);
+    expect(await sessionName(t, user)).toBe('Renamed');
+  });
+
   it('a signed-out session is refused on the next request (the sign-out clears the cache)', async () => {
     const other = await signedInUser(t);
     await sessionName(t, other);
