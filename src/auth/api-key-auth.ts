@@ -68,16 +68,10 @@ export function createApiKeyResolver({
   /** The app's session-state cache: the creator's state in the key's organization is kept there too. */
   cache?: SessionStateCache<SessionStateRow>;
 }) {
-  const creatorState = async (userId: string, tenantId: string) => {
-    if (!cache) return loadSessionState(db, NO_SESSION, userId, tenantId);
-    const cacheKey = `creator:${userId}:${tenantId}`;
-    const cached = cache.get(cacheKey);
-    if (cached) return cached;
-    const generation = cache.generation();
-    const state = await loadSessionState(db, NO_SESSION, userId, tenantId);
-    if (state) cache.set(cacheKey, state, generation, Number.POSITIVE_INFINITY);
-    return state;
-  };
+  const creatorState = (userId: string, tenantId: string) =>
+    cache
+      ? cache.through(`creator:${userId}:${tenantId}`, Number.POSITIVE_INFINITY, () => loadSessionState(db, NO_SESSION, userId, tenantId))
+      : loadSessionState(db, NO_SESSION, userId, tenantId);
   const tier = { name: 'api' as const, limit: config.rateLimit.api.limit, window: config.rateLimit.api.ttl };
 
   return async (c: Context<AppEnv>, presented: string): Promise<EnrichedSession> => {

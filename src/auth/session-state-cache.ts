@@ -21,6 +21,11 @@ export interface SessionStateCache<T> {
   set(key: string, value: T, generation: number, expiresAtMs: number): void;
   clear(): void;
   readonly size: number;
+  /**
+   * The entry for `key`, or `load()`'s answer, kept when it is not null,
+   * `keep` agrees, and no invalidation came while it was loading.
+   */
+  through(key: string, expiresAtMs: number, load: () => Promise<T | null>, keep?: (value: T) => boolean): Promise<T | null>;
 }
 
 export interface SessionStateCacheOptions {
@@ -32,7 +37,7 @@ export interface SessionStateCacheOptions {
 export function createSessionStateCache<T>({ maxEntries = 10_000, ttlMs = 60_000, now = Date.now }: SessionStateCacheOptions = {}): SessionStateCache<T> {
   const entries = new Map<string, { value: T; until: number }>();
   let generation = 0;
-  return {
+  const cache: SessionStateCache<T> = {
     generation: () => generation,
     get(key) {
       const entry = entries.get(key);
@@ -58,7 +63,16 @@ export function createSessionStateCache<T>({ maxEntries = 10_000, ttlMs = 60_000
     get size() {
       return entries.size;
     },
+    async through(key, expiresAtMs, load, keep = () => true) {
+      const cached = cache.get(key);
+      if (cached !== undefined) return cached;
+      const readGeneration = generation;
+      const value = await load();
+      if (value !== null && keep(value)) cache.set(key, value, readGeneration, expiresAtMs);
+      return value;
+    },
   };
+  return cache;
 }
 
 /** The channel migrations/0005 notifies on. */

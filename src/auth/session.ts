@@ -59,16 +59,10 @@ export function createSessionResolver({
   /** The app's one cookie-cache verifier (the rate limiter reads identities through it too). */
   fromCache?: ReturnType<typeof createCookieCacheVerifier>;
 }): SessionResolver {
-  const readState = async (sessionId: string, userId: string, expiresAt: string) => {
-    if (!cache) return loadSessionState(db, sessionId, userId);
-    const key = `${sessionId}:${userId}`;
-    const cached = cache.get(key);
-    if (cached) return cached;
-    const generation = cache.generation();
-    const state = await loadSessionState(db, sessionId, userId);
-    if (state?.session_valid) cache.set(key, state, generation, Date.parse(expiresAt));
-    return state;
-  };
+  const readState = (sessionId: string, userId: string, expiresAt: string) =>
+    cache
+      ? cache.through(`${sessionId}:${userId}`, Date.parse(expiresAt), () => loadSessionState(db, sessionId, userId), (state) => state.session_valid)
+      : loadSessionState(db, sessionId, userId);
   return async (c) => {
     const cookie = c.req.header('cookie');
     if (!cookie) return null;
