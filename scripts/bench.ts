@@ -9,12 +9,12 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import autocannon from 'autocannon';
+import { eachLine, freePort } from '../tests/support/process.js';
 import { createApp, listenForSessionStateChanges } from '../src/app.js';
 import { parseConfig } from '../src/config.js';
 import { migrateToLatest } from '../src/db/migrate.js';
@@ -35,17 +35,6 @@ const SECRET = `bench-${crypto.randomUUID()}-${crypto.randomUUID()}`;
 const ORIGIN = 'http://localhost:3000';
 const PASSWORD = 'correct horse battery staple';
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-    server.on('error', reject);
-  });
-}
-
 interface Child {
   process: ChildProcess;
   port: number;
@@ -62,24 +51,15 @@ async function start(command: string[], env: Record<string, string>, port: numbe
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const lines: Record<string, unknown>[] = [];
-  let buffer = '';
-  const collect = (chunk: Buffer) => {
-    buffer += chunk.toString();
-    let index;
-    while ((index = buffer.indexOf('\n')) >= 0) {
-      const line = buffer.slice(0, index);
-      buffer = buffer.slice(index + 1);
-      // Access lines are dropped unparsed: the bench shares the machine's cores with the server.
-      if (line.includes('"event":"request"')) continue;
-      try {
-        lines.push(JSON.parse(line) as Record<string, unknown>);
-      } catch {
-        // not a log line
-      }
+  eachLine(child, (line) => {
+    // Access lines are dropped unparsed: the bench shares the machine's cores with the server.
+    if (line.includes('"event":"request"')) return;
+    try {
+      lines.push(JSON.parse(line) as Record<string, unknown>);
+    } catch {
+      // not a log line
     }
-  };
-  child.stdout!.on('data', collect);
-  child.stderr!.on('data', collect);
+  });
   const deadline = Date.now() + 120_000;
   for (;;) {
     if (child.exitCode !== null) throw new Error(`server exited: ${JSON.stringify(lines.slice(-5))}`);

@@ -31,6 +31,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import postgres from 'postgres';
+import { eachLine } from '../tests/support/process.js';
 
 const ORIGIN = 'http://localhost:3000';
 const PASSWORD = 'correct horse battery staple';
@@ -171,26 +172,17 @@ async function main(): Promise<void> {
   const problems: string[] = [];
   let portResolve!: (port: number) => void;
   const portPromise = new Promise<number>((resolve) => (portResolve = resolve));
-  let buffer = '';
-  const collect = (chunk: Buffer) => {
-    buffer += chunk.toString();
-    let index;
-    while ((index = buffer.indexOf('\n')) >= 0) {
-      const line = buffer.slice(0, index);
-      buffer = buffer.slice(index + 1);
-      if (!line.startsWith('{')) continue;
-      try {
-        const parsed = JSON.parse(line) as Record<string, any>;
-        if (parsed.event === 'load.listening') portResolve(parsed.port);
-        else if (parsed.event === 'email') mails.push({ to: parsed.to, subject: parsed.subject, text: parsed.text });
-        else if (parsed.level === 'error') problems.push(`server error log: ${line.slice(0, 300)}`);
-      } catch {
-        // not a log line
-      }
+  eachLine(child, (line) => {
+    if (!line.startsWith('{')) return;
+    try {
+      const parsed = JSON.parse(line) as Record<string, any>;
+      if (parsed.event === 'load.listening') portResolve(parsed.port);
+      else if (parsed.event === 'email') mails.push({ to: parsed.to, subject: parsed.subject, text: parsed.text });
+      else if (parsed.level === 'error') problems.push(`server error log: ${line.slice(0, 300)}`);
+    } catch {
+      // not a log line
     }
-  };
-  child.stdout!.on('data', collect);
-  child.stderr!.on('data', collect);
+  });
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
 
   let stopped = false;

@@ -1,22 +1,13 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { REPO_ROOT } from './servers.js';
 
-/** A free TCP port on 127.0.0.1 (closed again before it is handed out). */
-export function freePort(): Promise<number> {
-  return new Promise((ok, fail) => {
-    const server = createServer();
-    server.once('error', fail);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() => (address && typeof address === 'object' ? ok(address.port) : fail(new Error('no port'))));
-    });
-  });
-}
+import { freePort } from '../../support/process.js';
+
+export { freePort };
 
 /** 40 random base-62 characters (AUTH_SECRET). */
 export function randomSecret(length = 40): string {

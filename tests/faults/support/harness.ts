@@ -11,6 +11,7 @@ import postgres from 'postgres';
 import { CookieJar } from '../../support/http.js';
 import { startUpstashServer, type UpstashServer } from '../../support/upstash-server.js';
 import { startPostgres, startRedis, type PostgresServer, type RedisServer } from './servers.js';
+import { eachLine } from '../../support/process.js';
 
 export const ORIGIN = 'http://localhost:3000';
 export const PASSWORD = 'correct horse battery staple';
@@ -44,29 +45,20 @@ export async function startService(env: Record<string, string>): Promise<Service
   });
   const lines: Record<string, any>[] = [];
   let requestLines = 0;
-  let buffer = '';
   let resolvePort: (port: number) => void;
   const portPromise = new Promise<number>((resolve) => (resolvePort = resolve));
-  const collect = (chunk: Buffer) => {
-    buffer += chunk.toString();
-    let index;
-    while ((index = buffer.indexOf('\n')) >= 0) {
-      const line = buffer.slice(0, index);
-      buffer = buffer.slice(index + 1);
-      let parsed: Record<string, any>;
-      try {
-        parsed = JSON.parse(line);
-      } catch {
-        lines.push({ event: 'raw', text: line });
-        continue;
-      }
-      if (parsed.event === 'child.listening') resolvePort(parsed.port);
-      if (parsed.event === 'request') requestLines += 1;
-      else lines.push(parsed);
+  eachLine(child, (line) => {
+    let parsed: Record<string, any>;
+    try {
+      parsed = JSON.parse(line);
+    } catch {
+      lines.push({ event: 'raw', text: line });
+      return;
     }
-  };
-  child.stdout!.on('data', collect);
-  child.stderr!.on('data', collect);
+    if (parsed.event === 'child.listening') resolvePort(parsed.port);
+    if (parsed.event === 'request') requestLines += 1;
+    else lines.push(parsed);
+  });
   const port = await Promise.race([
     portPromise,
     new Promise<never>((_, reject) => child.once('exit', (code) => reject(new Error(`service exited (${code}): ${JSON.stringify(lines.slice(-5))}`)))),
