@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrations } from '../../migrations/index.js';
 import { migrateDown, migrateToLatest } from '../../src/db/migrate.js';
 import { openTestDatabase, type TestDatabase } from '../support/database.js';
+import { ALL_PERMISSIONS } from '../support/orgs.js';
 
 /** The migration history (migrations/*), up, all the way down, and up again, on both engines. */
 
@@ -19,25 +20,6 @@ const TABLES_OF_FIRST_THREE = [
   'sessions',
   'users',
   'verifications',
-];
-const PERMISSIONS = [
-  'api_keys:read',
-  'api_keys:write',
-  'invitations:delete',
-  'invitations:read',
-  'invitations:write',
-  'members:delete',
-  'members:read',
-  'members:write',
-  'organizations:delete',
-  'organizations:read',
-  'organizations:write',
-  'roles:delete',
-  'roles:read',
-  'roles:write',
-  'users:delete',
-  'users:read',
-  'users:write',
 ];
 const UUID_V4 = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 
@@ -71,7 +53,7 @@ describe('migrations', () => {
 
   function expectSeeded(rows: { id: string; resource: string; action: string; description: string }[]) {
     expect(rows).toHaveLength(17);
-    expect(rows.map((row) => `${row.resource}:${row.action}`).sort()).toEqual(PERMISSIONS);
+    expect(rows.map((row) => `${row.resource}:${row.action}`).sort()).toEqual(ALL_PERMISSIONS);
     for (const row of rows) {
       expect(row.id).toMatch(UUID_V4);
       expect(row.description.length).toBeGreaterThan(0);
