@@ -133,7 +133,7 @@ export function createApp(deps: AppDeps, options: CreateAppOptions = {}) {
   use(denyUndeclared(globals));
 
   app.route('/', healthRoutes({ db }));
-  app.route('/', authRoutes({ auth, config, db }));
+  app.route('/', authRoutes({ auth, config, db, store: rateLimitStore, clock }));
   app.route('/', sessionRoutes());
   app.route('/', adminRoutes({ db }));
   // Static paths before `/api/roles/{id}`.

@@ -55,10 +55,26 @@ export function scheduledForDeletion(session: EnrichedSession): ApiError {
   });
 }
 
-/** Spec §4: the global guard's seven steps, in order, for one route's declared access. */
-export function guard(declared: Access): MiddlewareHandler<AppEnv> {
+/**
+ * The organization a call acts on and the caller's permissions there, when
+ * that is not simply the session's active organization (the auth library's
+ * organization routes name theirs in the request; src/auth/organization-gate.ts).
+ */
+export interface OrganizationTarget {
+  id: string | null;
+  permissions: readonly string[];
+}
+
+export type TargetResolver = (c: Context<AppEnv>, session: EnrichedSession) => Promise<OrganizationTarget>;
+
+/**
+ * Spec §4: the global guard's seven steps, in order, for one route's declared
+ * access. With `target`, steps 6 and 7 are checked in the organization it
+ * names instead of the active one.
+ */
+export function guard(declared: Access, target?: TargetResolver): MiddlewareHandler<AppEnv> {
   const middleware: MiddlewareHandler<AppEnv> = async function guard(c, next) {
-    await check(c, declared);
+    await check(c, declared, target);
     return next();
   };
   guards.set(middleware, declared);
@@ -70,7 +86,7 @@ export function declaredAccess(handler: Function): Access | undefined {
   return guards.get(handler);
 }
 
-async function check(c: Context<AppEnv>, declared: Access): Promise<void> {
+async function check(c: Context<AppEnv>, declared: Access, target?: TargetResolver): Promise<void> {
   // 1. Public: no session needed.
   if (declared.kind === 'public') return;
   // 2. Fetch the session (once per request).
@@ -89,14 +105,15 @@ async function check(c: Context<AppEnv>, declared: Access): Promise<void> {
   if (declared.platformRoles && !declared.platformRoles.includes(session.user.role)) {
     throw new ApiError('FORBIDDEN', 'Forbidden');
   }
+  const organization = target ? await target(c, session) : { id: session.session.activeOrganizationId, permissions: session.permissions };
   // 6. Active organization (also implied by a permission list).
   const needsOrganization = declared.organization || (declared.permissions?.length ?? 0) > 0;
-  if (needsOrganization && !session.session.activeOrganizationId) {
+  if (needsOrganization && !organization.id) {
     throw new ApiError('NO_ACTIVE_ORGANIZATION', 'No active organization');
   }
   // 7. Permissions: AND over the list; a superadmin passes (never through a key).
   const bypass = session.user.role === 'superadmin' && !session.apiKey;
-  if (declared.permissions && !bypass && !hasAll(session.permissions, declared.permissions)) {
+  if (declared.permissions && !bypass && !hasAll(organization.permissions, declared.permissions)) {
     throw new ApiError('INSUFFICIENT_PERMISSIONS', 'Insufficient permissions');
   }
 }

@@ -2,15 +2,28 @@ import { z } from '@hono/zod-openapi';
 import type { Context } from 'hono';
 import type { Kysely } from 'kysely';
 import type { Auth } from '../auth/auth.js';
-import { authorizeOrganizationCall, afterOrganizationCall, ORGANIZATION_TRANSACTIONAL_PATHS } from '../auth/organization-gate.js';
+import { answerForLibrary, withoutTokens } from '../auth/library-answers.js';
+import { libraryInput, type JsonObject, type LibraryInput } from '../auth/library-input.js';
+import { forwardedRequest, spendInvitationBudget } from '../auth/library-request.js';
+import { LIBRARY_ROUTES, type LibraryRoute } from '../auth/library-routes.js';
+import {
+  afterOrganizationCall,
+  authorizedOrganization,
+  beforeOrganizationCall,
+  checkInvitation,
+  organizationTarget,
+  type OrganizationCall,
+} from '../auth/organization-gate.js';
 import type { Config } from '../config.js';
 import { runInTransaction } from '../db/ambient.js';
 import type { DB } from '../db/database.js';
 import { ApiError } from '../errors.js';
-import { access, guard, loadSession, scheduledForDeletion } from '../middleware/guard.js';
-import { normalizePath } from '../middleware/rate-limit.js';
+import { access, guard } from '../middleware/guard.js';
+import type { RateLimitStore } from '../middleware/rate-limit-store.js';
 import { createRouter, defineRoute } from '../router.js';
-import type { AppEnv } from '../types.js';
+import type { AppEnv, Clock } from '../types.js';
+
+export const AUTH_PREFIX = '/api/auth';
 
 const providersRoute = defineRoute({
   method: 'get',
@@ -25,29 +38,23 @@ const providersRoute = defineRoute({
   },
 });
 
-/** Library routes that work without a session, or only end one: open to accounts scheduled for deletion. */
-const OPEN_TO_SCHEDULED = ['sign-in', 'sign-up', 'sign-out', 'get-session', 'callback', 'verify-email', 'send-verification-email', 'magic-link', 'request-password-reset', 'reset-password', 'error', 'ok'];
-
-function isOpenToScheduledAccounts(path: string): boolean {
-  const first = path.slice('/api/auth/'.length).split('/')[0] ?? '';
-  return OPEN_TO_SCHEDULED.includes(first);
+/** A JSON answer with the library's status and headers (its Set-Cookie included) and our body. */
+function reply(response: Response, body: unknown): Response {
+  const headers = new Headers(response.headers);
+  headers.delete('content-length');
+  headers.set('content-type', 'application/json');
+  return new Response(JSON.stringify(body), { status: response.status, statusText: response.statusText, headers });
 }
 
 /**
  * API.md "Errors": one shape, `{ code, message }`. Most library errors carry
- * a code; the few that carry only a message (update-user's "No fields to
- * update") get the one the library would derive (upper snake case of it).
+ * a code; the few that carry only a message get the one the library would
+ * derive (upper snake case of it).
  */
-async function withErrorCode(response: Response): Promise<Response> {
-  const body = (await response
-    .clone()
-    .json()
-    .catch(() => null)) as { code?: unknown; message?: unknown } | null;
+function withErrorCode(response: Response, body: { code?: unknown; message?: unknown } | null): Response {
   if (!body || typeof body !== 'object' || typeof body.code === 'string' || typeof body.message !== 'string') return response;
   const code = body.message.toUpperCase().replace(/[^A-Z0-9]+/g, '_').replace(/^_+|_+$/g, '') || `HTTP_${response.status}`;
-  const headers = new Headers(response.headers);
-  headers.delete('content-length');
-  return new Response(JSON.stringify({ code, message: body.message }), { status: response.status, statusText: response.statusText, headers });
+  return reply(response, { code, message: body.message });
 }
 
 /** Ends the ambient transaction with the library's own error response, rolling back whatever it wrote. */
@@ -57,53 +64,113 @@ class Rollback extends Error {
   }
 }
 
+interface Deps {
+  auth: Auth;
+  config: Config;
+  db: Kysely<DB>;
+  store: RateLimitStore;
+  clock: Clock;
+}
+
 /**
- * `/api/auth/*` is the library's (spec §4): the request goes to its handler
- * behind the same middleware chain. Organization-plugin calls are first
- * authorized by our permission strings (API.md "Organizations"), and the ones
- * that change roles or membership run in one transaction with our own
- * follow-up writes (role seeding, role ids, owner locks).
+ * `/api/auth/*` is the library's (spec §4), behind the same chain, and deny
+ * by default (issue 14): only the routes of LIBRARY_ROUTES are served, each
+ * behind the guard with its declared access; anything else the library
+ * mounts answers 404. Calls reach the library without its cookie cache, so
+ * it reads the session (and its active organization) from the database as
+ * the service does, and organization calls name the organization the guard
+ * authorized. Organization changes run in one transaction with our own
+ * follow-up writes (role seeding, role ids, owner locks, key revocations).
  */
-export function authRoutes({ auth, config, db }: { auth: Auth; config: Config; db: Kysely<DB> }) {
+export function authRoutes({ auth, config, db, store, clock }: Deps) {
   const router = createRouter();
   router.openapi(providersRoute, (c) => c.json({ google: config.oauth.google !== null, github: config.oauth.github !== null }, 200));
 
-  const forward = async (c: Context<AppEnv>, request: Request): Promise<Response> => {
+  const forward = async (c: Context<AppEnv>, request: Request): Promise<{ response: Response; body: unknown }> => {
     const response = await auth.handler(request);
-    if (response.status === 404 && !response.headers.get('content-type')?.includes('json')) {
-      throw new ApiError('NOT_FOUND', 'Not found');
-    }
     // The library's own 5xx answers carry no contract body: ours does, with the
     // request id, and throwing rolls back an ambient transaction.
     if (response.status >= 500) {
       throw new ApiError('INTERNAL_ERROR', 'Internal server error', { cause: new Error(`auth library answered ${response.status} on ${c.req.path}`) });
     }
-    if (response.status >= 400 && response.headers.get('content-type')?.includes('json')) return withErrorCode(response);
-    return response;
+    if (response.status === 404 && !response.headers.get('content-type')?.includes('json')) throw new ApiError('NOT_FOUND', 'Not found');
+    const isJson = response.headers.get('content-type')?.includes('json') ?? false;
+    const body = isJson ? await response.clone().json().catch(() => undefined) : undefined;
+    return { response, body };
   };
 
-  router.on(['GET', 'POST'], '/api/auth/*', guard(access.public()), async (c) => {
-    const path = normalizePath(c.req.path);
-    // Spec §5: a scheduled account may sign in and out and read its session,
-    // but every library route that acts for a signed-in user is refused.
-    if (!isOpenToScheduledAccounts(path) && c.req.header('cookie')) {
-      const session = await loadSession(c);
-      if (session?.deletedAt) throw scheduledForDeletion(session);
+  const finish = (response: Response, body: unknown): Response => {
+    if (body === undefined) return response;
+    if (response.status >= 400) return withErrorCode(response, body as JsonObject);
+    return reply(response, withoutTokens(body));
+  };
+
+  const serve = (route: LibraryRoute) => async (c: Context<AppEnv>) => {
+    const session = c.get('session');
+    const target = authorizedOrganization(c);
+    let input: LibraryInput = await libraryInput(c, route);
+    if (target?.id && route.organization) input = withOrganizationIn(route, target.id, input);
+    if (route.answeredByService) return c.json((await answerForLibrary(db, route.path, { session: session!, target: target!, input })) as object);
+
+    const call: OrganizationCall = { path: route.path, session, organizationId: target?.id ?? null, body: input.body, requestId: c.get('requestId') };
+    if (route.path === '/organization/invite-member') {
+      await spendInvitationBudget(store, clock, session!.user.id, call.organizationId!);
+      input = { ...input, body: await checkInvitation(db, call, target!.permissions) };
     }
-    const call = await authorizeOrganizationCall(c, { path, db });
-    if (!call) return forward(c, c.req.raw);
-    if (!ORGANIZATION_TRANSACTIONAL_PATHS.has(path)) return forward(c, call.request);
+    if (route.path === '/revoke-session') {
+      // Sessions are named by id (tokens are never shown): the library revokes by token.
+      const found = await db.selectFrom('sessions').select('token').where('id', '=', String(input.body!.id)).where('user_id', '=', session!.user.id).executeTakeFirst();
+      if (!found) throw new ApiError('NOT_FOUND', 'Session not found');
+      input = { ...input, body: { token: found.token } };
+    }
+    // get-session keeps the library's cookie cache (the SPA's repeated read)
+    // while the service agrees the session stands; every other call reads the database.
+    const keepCookieCache = route.path === '/get-session' && session !== null;
+    const request = await forwardedRequest(c, route, input, { keepCookieCache, config });
+
+    if (route.path === '/get-session') {
+      const { response, body } = await forward(c, request);
+      if (!session || !body || typeof body !== 'object') return reply(response, null);
+      const answer = withoutTokens(body) as { session: JsonObject };
+      return reply(response, { ...answer, session: { ...answer.session, activeOrganizationId: session.session.activeOrganizationId } });
+    }
+    if (route.path === '/list-sessions') {
+      const { response, body } = await forward(c, request);
+      if (!Array.isArray(body)) return finish(response, body);
+      return reply(response, (withoutTokens(body) as JsonObject[]).map((entry) => ({ ...entry, current: entry.id === session!.session.id })));
+    }
+    if (!route.transactional) {
+      const { response, body } = await forward(c, request);
+      return finish(response, body);
+    }
     try {
       return await runInTransaction(db, async (trx) => {
-        await call.before?.(trx);
-        const response = await forward(c, call.request);
-        if (!response.ok) throw new Rollback(response);
-        return afterOrganizationCall(trx, { path, call, response });
+        await beforeOrganizationCall(trx, call);
+        const { response, body } = await forward(c, request);
+        if (!response.ok) throw new Rollback(finish(response, body));
+        return finish(response, await afterOrganizationCall(trx, call, body));
       });
     } catch (error) {
       if (error instanceof Rollback) return error.response;
       throw error;
     }
-  });
+  };
+
+  for (const route of LIBRARY_ROUTES) {
+    const target = route.organization ? organizationTarget(route, db) : undefined;
+    router.on(route.method, `${AUTH_PREFIX}${route.path}`, guard(route.access, target), serve(route));
+  }
   return router;
+}
+
+function withOrganizationIn(route: LibraryRoute, organizationId: string, input: LibraryInput): LibraryInput {
+  if (route.organization === 'query') {
+    const { organizationSlug: _slug, ...query } = input.query;
+    return { ...input, query: { ...query, organizationId } };
+  }
+  if (route.organization === 'body') {
+    const { organizationSlug: _slug, ...body } = input.body ?? {};
+    return { ...input, body: { ...body, organizationId } };
+  }
+  return input;
 }

@@ -75,7 +75,8 @@ describe('auth flows', () => {
       const body = (await res.json()) as { token: unknown; user: { id: string; email: string; emailVerified: boolean } };
       expect(body.user.email).toBe(email);
       expect(body.user.emailVerified).toBe(false);
-      expect(body.token).toBeNull();
+      // Issue 14 item 5: no session token in JSON, not even the library's null placeholder.
+      expect(body).not.toHaveProperty('token');
       expect(setCookies(res).has(SESSION_TOKEN)).toBe(false);
       userId = body.user.id;
 

@@ -11,18 +11,18 @@ export function keyMetadata(key: { id: string; name: string; scopes: string[]; e
 }
 
 /**
- * Revokes every active key of one organization, each with an `api_key.revoked`
- * entry (spec §3: organization deleted). Needs nothing set on `trx`.
+ * Revokes every active key of one organization, or only those `createdBy`
+ * made there, each with an `api_key.revoked` entry (spec §3: organization
+ * deleted; issue 14: a member removed). Needs nothing set on `trx`.
  */
-export async function revokeOrganizationKeys(trx: Transaction<DB>, { tenantId, actorId, requestId, reason }: { tenantId: string; actorId: string | null; requestId?: string; reason: string }): Promise<number> {
+export async function revokeOrganizationKeys(
+  trx: Transaction<DB>,
+  { tenantId, createdBy, actorId, requestId, reason }: { tenantId: string; createdBy?: string; actorId: string | null; requestId?: string; reason: string },
+): Promise<number> {
   await setTenant(trx, tenantId);
-  const revoked = await trx
-    .updateTable('api_keys')
-    .set({ revoked_at: sql`now()` })
-    .where('tenant_id', '=', tenantId)
-    .where('revoked_at', 'is', null)
-    .returning(['id', 'name', 'scopes', 'expires_at'])
-    .execute();
+  let query = trx.updateTable('api_keys').set({ revoked_at: sql`now()` }).where('tenant_id', '=', tenantId).where('revoked_at', 'is', null);
+  if (createdBy) query = query.where('created_by', '=', createdBy);
+  const revoked = await query.returning(['id', 'name', 'scopes', 'expires_at']).execute();
   for (const key of revoked) {
     await recordAudit(trx, { action: 'api_key.revoked', actorId, organizationId: tenantId, metadata: { ...keyMetadata(key), reason }, requestId });
   }
@@ -39,19 +39,7 @@ export async function revokeUserKeys(trx: Transaction<DB>, { userId, actorId, re
   const tenants = await trx.selectFrom('api_keys').select('tenant_id').distinct().where('created_by', '=', userId).where('revoked_at', 'is', null).execute();
   let count = 0;
   for (const { tenant_id: tenantId } of tenants) {
-    await setTenant(trx, tenantId);
-    const revoked = await trx
-      .updateTable('api_keys')
-      .set({ revoked_at: sql`now()` })
-      .where('tenant_id', '=', tenantId)
-      .where('created_by', '=', userId)
-      .where('revoked_at', 'is', null)
-      .returning(['id', 'name', 'scopes', 'expires_at'])
-      .execute();
-    for (const key of revoked) {
-      await recordAudit(trx, { action: 'api_key.revoked', actorId, organizationId: tenantId, metadata: { ...keyMetadata(key), reason }, requestId });
-    }
-    count += revoked.length;
+    count += await revokeOrganizationKeys(trx, { tenantId, createdBy: userId, actorId, requestId, reason });
   }
   await sql`select set_config('app.tenant_id', '', true), set_config('app.key_owner_id', '', true)`.execute(trx);
   return count;

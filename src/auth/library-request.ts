@@ -1,0 +1,81 @@
+import type { Context } from 'hono';
+import type { Config } from '../config.js';
+import { ApiError } from '../errors.js';
+import { tooMany } from '../middleware/rate-limit.js';
+import type { RateLimitStore, RateLimitTier } from '../middleware/rate-limit-store.js';
+import type { AppEnv, Clock } from '../types.js';
+import { COOKIE_PREFIX } from './auth.js';
+import type { LibraryInput } from './library-input.js';
+import type { LibraryRoute } from './library-routes.js';
+
+/**
+ * The request the library gets: the route's own path (whatever spelling
+ * matched), the validated query and body as the service understood them, and
+ * no cookie cache unless asked, so the library reads the session, its user
+ * and its active organization from the database, exactly as the service's
+ * resolver did (a replayed cookie cache cannot make it act elsewhere).
+ */
+export async function forwardedRequest(
+  c: Context<AppEnv>,
+  route: LibraryRoute,
+  input: LibraryInput,
+  { keepCookieCache, config }: { keepCookieCache: boolean; config: Config },
+): Promise<Request> {
+  const raw = c.req.raw;
+  const url = new URL(raw.url);
+  url.pathname = `/api/auth${route.path.replace(/:(\w+)/g, (_, name: string) => encodeURIComponent(c.req.param(name) ?? ''))}`;
+  if (route.query || route.organization === 'query') url.search = new URLSearchParams(input.query).toString();
+  const headers = new Headers(raw.headers);
+  headers.delete('content-length');
+  if (!keepCookieCache) {
+    const cookie = withoutCookieCache(headers.get('cookie'), config);
+    if (cookie === null) headers.delete('cookie');
+    else headers.set('cookie', cookie);
+  }
+  let body: BodyInit | null = null;
+  if (route.method === 'POST') {
+    if (input.body) {
+      body = JSON.stringify(input.body);
+      headers.set('content-type', 'application/json');
+    } else if (raw.body) {
+      body = await raw.arrayBuffer();
+    }
+  }
+  return new Request(url, { method: route.method, headers, body });
+}
+
+function withoutCookieCache(cookie: string | null, config: Config): string | null {
+  if (!cookie) return null;
+  const name = `${config.auth.secureCookies ? '__Secure-' : ''}${COOKIE_PREFIX}.session_data`;
+  // The cache may be split in chunks (`session_data.0`, `.1`, ...).
+  const kept = cookie
+    .split(';')
+    .map((part) => part.trim())
+    .filter((part) => part !== '' && !part.startsWith(`${name}=`) && !part.startsWith(`${name}.`));
+  return kept.length > 0 ? kept.join('; ') : null;
+}
+
+/**
+ * Issue 14 item 8: invitations send mail, so each inviter and each
+ * organization has a budget of them per hour (a resend counts too), kept in
+ * the rate-limit store so every instance shares it. 429 with the usual headers.
+ */
+export const INVITATION_BUDGET = { perUser: 20, perOrganization: 50, windowSeconds: 3600 } as const;
+
+export async function spendInvitationBudget(store: RateLimitStore, clock: Clock, userId: string, organizationId: string): Promise<void> {
+  const name = 'invitations' as RateLimitTier['name'];
+  const tiers: [RateLimitTier, string][] = [
+    [{ name, limit: INVITATION_BUDGET.perUser, window: INVITATION_BUDGET.windowSeconds }, `user:${userId}`],
+    [{ name, limit: INVITATION_BUDGET.perOrganization, window: INVITATION_BUDGET.windowSeconds }, `org:${organizationId}`],
+  ];
+  for (const [tier, identity] of tiers) {
+    let decision;
+    try {
+      decision = await store.limit(tier, identity);
+    } catch (error) {
+      // Like the auth tier: no mail budget, no mail.
+      throw new ApiError('SERVICE_UNAVAILABLE', 'Rate limiting is unavailable; try again shortly', { cause: error });
+    }
+    if (!decision.success) throw tooMany(decision, clock());
+  }
+}
