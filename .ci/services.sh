@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
-# Throwaway PostgreSQL and Redis servers for the integration tests.
+# Throwaway PostgreSQL, PgBouncer and Redis servers for the integration tests.
 #
-#   source .ci/services.sh && services_start   # installs (if missing) and starts both, exports TEST_* vars
-#   services_stop                              # stops both and removes their data folder
+#   source .ci/services.sh && services_start   # installs (if missing) and starts them, exports TEST_* vars
+#   services_stop                              # stops them and removes their data folder
 #
 # Everything lives in one `mktemp -d` folder; servers listen on loopback only:
 #   PostgreSQL 127.0.0.1:${GATEHOUSE_PG_PORT:-54329}   Redis 127.0.0.1:${GATEHOUSE_REDIS_PORT:-63790}
+#   PgBouncer  127.0.0.1:${GATEHOUSE_POOLER_PORT:-64329} (the Worker's stand-in for Hyperdrive, docs/workers.md)
 # Exports (after services_start):
 #   TEST_PG_URL      postgres://gatehouse_owner:owner@127.0.0.1:54329/gatehouse     (owns the db; runs migrations)
 #   TEST_PG_APP_URL  postgres://gatehouse_runtime:runtime@127.0.0.1:54329/gatehouse (runtime role, member of gatehouse_app)
+#   TEST_POOLER_URL, TEST_POOLER_APP_URL  the same two roles through PgBouncer (any database name)
 #   TEST_REDIS_URL   redis://127.0.0.1:63790
 # Works as root (PostgreSQL then runs as the `postgres` user) or as a normal user.
 # services_start does not install a trap itself when sourced interactively;
@@ -16,6 +18,7 @@
 
 SERVICES_PG_PORT="${GATEHOUSE_PG_PORT:-54329}"
 SERVICES_REDIS_PORT="${GATEHOUSE_REDIS_PORT:-63790}"
+SERVICES_POOLER_PORT="${GATEHOUSE_POOLER_PORT:-64329}"
 SERVICES_DIR="${SERVICES_DIR:-}"
 
 _services_log() { printf '[services] %s\n' "$*" >&2; }
@@ -48,6 +51,7 @@ services_install() {
   if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/null 2>&1; then
     missing+=(redis-server)
   fi
+  command -v pgbouncer >/dev/null 2>&1 || [ -x /usr/sbin/pgbouncer ] || missing+=(pgbouncer)
   if [ "${#missing[@]}" -eq 0 ]; then
     return 0
   fi
@@ -72,6 +76,11 @@ services_install() {
   [ "$rc" -eq 0 ] || { _services_log "apt-get failed ($rc)"; return 1; }
   _services_pg_bindir >/dev/null || { _services_log "PostgreSQL binaries not found after install"; return 1; }
   command -v redis-server >/dev/null 2>&1 || { _services_log "redis-server not found after install"; return 1; }
+  _services_pgbouncer >/dev/null || { _services_log "pgbouncer not found after install"; return 1; }
+}
+
+_services_pgbouncer() {
+  command -v pgbouncer 2>/dev/null || { [ -x /usr/sbin/pgbouncer ] && printf '/usr/sbin/pgbouncer\n'; }
 }
 
 # True when nothing accepts connections on 127.0.0.1:$1.
@@ -81,7 +90,7 @@ _services_port_free() {
 
 _services_dump_logs() {
   local f
-  for f in "$SERVICES_DIR/postgres.log" "$SERVICES_DIR/redis.log"; do
+  for f in "$SERVICES_DIR/postgres.log" "$SERVICES_DIR/redis.log" "$SERVICES_DIR/pgbouncer.log"; do
     if [ -f "$f" ]; then
       _services_log "----- $f -----"
       tail -n 100 "$f" >&2 || true
@@ -145,6 +154,11 @@ BEGIN
 END
 $$;
 GRANT gatehouse_app TO gatehouse_runtime;
+-- The runtime bounds (src/db/client.ts) as the role's own settings: the
+-- Worker's connections go through a pooler (PgBouncer here, Hyperdrive in
+-- production) that passes no such startup parameter through.
+ALTER ROLE gatehouse_runtime SET lock_timeout = '5s';
+ALTER ROLE gatehouse_runtime SET statement_timeout = '15s';
 CREATE DATABASE gatehouse OWNER gatehouse_owner;
 SQL
   # Only the owner may create objects in public (already the default since PostgreSQL 15,
@@ -172,6 +186,57 @@ _services_start_redis() {
   return 1
 }
 
+# PgBouncer in front of PostgreSQL, the Worker's local stand-in for Hyperdrive
+# (docs/workers.md "A local Hyperdrive"). Session pooling: Debian 12's 1.18
+# keeps protocol-level (named) prepared statements only in session mode, and
+# Hyperdrive supports them, so postgres.js runs as it does in production
+# (prepare: true). The Worker's client lives for one request, so a server
+# connection is held for one request and then reused by the next client;
+# server_reset_query (DISCARD ALL) leaves nothing of one request's session to
+# the next. Every database name maps to the same server (the e2e suite makes
+# one database per run).
+_services_start_pgbouncer() {
+  local bin dir="$SERVICES_DIR/pgbouncer" i
+  bin="$(_services_pgbouncer)" || return 1
+  mkdir -p "$dir" || return 1
+  cat >"$dir/pgbouncer.ini" <<INI || return 1
+[databases]
+* = host=127.0.0.1 port=$SERVICES_PG_PORT
+
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = $SERVICES_POOLER_PORT
+unix_socket_dir =
+auth_type = scram-sha-256
+auth_file = $dir/userlist.txt
+pool_mode = session
+server_reset_query = DISCARD ALL
+default_pool_size = 20
+max_client_conn = 500
+max_db_connections = 40
+ignore_startup_parameters = extra_float_digits
+logfile = $SERVICES_DIR/pgbouncer.log
+pidfile = $dir/pgbouncer.pid
+admin_users = gatehouse_owner
+stats_users = gatehouse_owner
+INI
+  printf '"gatehouse_owner" "owner"\n"gatehouse_runtime" "runtime"\n' >"$dir/userlist.txt" || return 1
+  chmod 600 "$dir/userlist.txt"
+  if [ "$(id -u)" -eq 0 ]; then
+    chown -R postgres:postgres "$dir" && touch "$SERVICES_DIR/pgbouncer.log" && chown postgres:postgres "$SERVICES_DIR/pgbouncer.log" || return 1
+  fi
+  _services_log "starting PgBouncer (session pooling) on 127.0.0.1:$SERVICES_POOLER_PORT"
+  _services_as_pg "$bin" -d "$dir/pgbouncer.ini" >/dev/null 2>&1 || { _services_log "pgbouncer failed to start"; return 1; }
+  for i in $(seq 1 60); do
+    if ! _services_port_free "$SERVICES_POOLER_PORT"; then
+      return 0
+    fi
+    sleep 0.25
+  done
+  _services_log "PgBouncer not listening after 15s"
+  return 1
+}
+
 services_start() {
   if [ -n "$SERVICES_DIR" ] && [ -d "$SERVICES_DIR" ]; then
     _services_log "already started in $SERVICES_DIR (run services_stop first)"
@@ -179,9 +244,9 @@ services_start() {
   fi
   services_install || return 1
   local port
-  for port in "$SERVICES_PG_PORT" "$SERVICES_REDIS_PORT"; do
+  for port in "$SERVICES_PG_PORT" "$SERVICES_REDIS_PORT" "$SERVICES_POOLER_PORT"; do
     if ! _services_port_free "$port"; then
-      _services_log "127.0.0.1:$port is already in use (a leftover instance? set GATEHOUSE_PG_PORT / GATEHOUSE_REDIS_PORT)"
+      _services_log "127.0.0.1:$port is already in use (a leftover instance? set GATEHOUSE_PG_PORT / GATEHOUSE_REDIS_PORT / GATEHOUSE_POOLER_PORT)"
       return 1
     fi
   done
@@ -190,15 +255,17 @@ services_start() {
   SERVICES_DIR="$(mktemp -d "${TMPDIR:-/tmp}/gatehouse-services.XXXXXX")" || return 1
   export SERVICES_DIR
   _services_log "data folder: $SERVICES_DIR"
-  if ! _services_start_postgres "$bindir" || ! _services_start_redis; then
+  if ! _services_start_postgres "$bindir" || ! _services_start_pgbouncer || ! _services_start_redis; then
     _services_dump_logs
     services_stop
     return 1
   fi
   export TEST_PG_URL="postgres://gatehouse_owner:owner@127.0.0.1:${SERVICES_PG_PORT}/gatehouse"
   export TEST_PG_APP_URL="postgres://gatehouse_runtime:runtime@127.0.0.1:${SERVICES_PG_PORT}/gatehouse"
+  export TEST_POOLER_URL="postgres://gatehouse_owner:owner@127.0.0.1:${SERVICES_POOLER_PORT}/gatehouse"
+  export TEST_POOLER_APP_URL="postgres://gatehouse_runtime:runtime@127.0.0.1:${SERVICES_POOLER_PORT}/gatehouse"
   export TEST_REDIS_URL="redis://127.0.0.1:${SERVICES_REDIS_PORT}"
-  _services_log "ready: TEST_PG_URL=$TEST_PG_URL TEST_PG_APP_URL=$TEST_PG_APP_URL TEST_REDIS_URL=$TEST_REDIS_URL"
+  _services_log "ready: TEST_PG_URL=$TEST_PG_URL TEST_PG_APP_URL=$TEST_PG_APP_URL TEST_POOLER_APP_URL=$TEST_POOLER_APP_URL TEST_REDIS_URL=$TEST_REDIS_URL"
 }
 
 services_stop() {
@@ -206,6 +273,16 @@ services_stop() {
   [ -n "$dir" ] || return 0
   if [ -f "$dir/pgdata/postmaster.pid" ] && bindir="$(_services_pg_bindir)"; then
     _services_as_pg "$bindir/pg_ctl" -D "$dir/pgdata" -m immediate -w -t 30 stop >/dev/null 2>&1 || true
+  fi
+  if [ -f "$dir/pgbouncer/pgbouncer.pid" ]; then
+    pid="$(cat "$dir/pgbouncer/pgbouncer.pid" 2>/dev/null || true)"
+    if [ -n "$pid" ] && kill "$pid" 2>/dev/null; then
+      for i in $(seq 1 50); do
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+      done
+      kill -9 "$pid" 2>/dev/null || true
+    fi
   fi
   if [ -f "$dir/redis.pid" ]; then
     pid="$(cat "$dir/redis.pid" 2>/dev/null || true)"
@@ -219,6 +296,6 @@ services_stop() {
   fi
   rm -rf -- "$dir"
   SERVICES_DIR=""
-  unset TEST_PG_URL TEST_PG_APP_URL TEST_REDIS_URL
+  unset TEST_PG_URL TEST_PG_APP_URL TEST_POOLER_URL TEST_POOLER_APP_URL TEST_REDIS_URL
   _services_log "stopped and removed $dir"
 }

@@ -1,24 +1,44 @@
 import type { ExecutionContext } from 'hono';
 import { createApp, type App } from './app.js';
 import { ConfigError, parseConfig, type Config } from './config.js';
-import { openPostgres } from './db/client.js';
+import { openRequestScopedPostgres, type RequestScope } from './db/request-scoped.js';
 import { purgeExpiredAccounts } from './db/queries/accounts.js';
 import { describeError } from './errors.js';
 import { createLogger, type Logger } from './logger.js';
 import { clientIpFromForwardedFor } from './middleware/rate-limit.js';
 import { createRateLimitStore, logConfigWarnings } from './deps.js';
+import type { Database } from './db/client.js';
 
 type Bindings = Record<string, unknown>;
+
+/** The Hyperdrive binding's name in wrangler.toml (`[[hyperdrive]] binding = "HYPERDRIVE"`). */
+export const HYPERDRIVE_BINDING = 'HYPERDRIVE';
 
 interface Runtime {
   config: Config;
   logger: Logger;
-  rateLimitStore: ReturnType<typeof createRateLimitStore>;
+  database: Database;
+  scope: RequestScope;
+  app: App;
 }
 
 /**
- * Config is parsed once per isolate from the bindings (hosted: secrets are
- * held to production rules whatever NODE_ENV says). A bad configuration is
+ * Hyperdrive's connection string when the binding exists (production, and
+ * `wrangler dev` with its localConnectionString), else DATABASE_URL.
+ */
+export function databaseUrlFrom(env: Bindings): unknown {
+  const hyperdrive = env[HYPERDRIVE_BINDING] as { connectionString?: unknown } | undefined;
+  return typeof hyperdrive?.connectionString === 'string' && hyperdrive.connectionString ? hyperdrive.connectionString : env.DATABASE_URL;
+}
+
+/**
+ * Everything that holds no I/O object is built once per isolate, on its
+ * first request: the configuration (hosted: secrets held to production rules
+ * whatever NODE_ENV says), the router and its chain, better-auth, the
+ * OpenAPI registry, the rate-limit store (HTTP to Upstash, a fetch per call).
+ * The database handle is a Kysely over a driver whose connection belongs to
+ * the request being served (db/request-scoped.ts): routes, the library and
+ * the chain never hold a socket across requests. A bad configuration is
  * remembered and answered with 500 on every request, logged each time.
  */
 const runtimes = new WeakMap<object, Runtime | ConfigError>();
@@ -27,10 +47,20 @@ function runtimeFor(env: Bindings): Runtime | ConfigError {
   let runtime = runtimes.get(env);
   if (!runtime) {
     try {
-      const { config, warnings } = parseConfig(env, { hosted: true });
+      const { config, warnings } = parseConfig({ ...env, DATABASE_URL: databaseUrlFrom(env) }, { hosted: true });
       const logger = createLogger({ level: config.logLevel });
       logConfigWarnings(logger, warnings);
-      runtime = { config, logger, rateLimitStore: createRateLimitStore(config) };
+      const { database, scope } = openRequestScopedPostgres({ url: config.database.url });
+      const app = createApp(
+        { config, database, rateLimitStore: createRateLimitStore(config), logger },
+        {
+          clientIp: (c) => c.req.header('cf-connecting-ip') ?? clientIpFromForwardedFor(c.req.header('x-forwarded-for')),
+          // Work after the answer (a password reset's mail, lastUsedAt) stays
+          // in its request's lifetime: the connection closes after it.
+          background: (task) => scope.keep(task),
+        },
+      );
+      runtime = { config, logger, database, scope, app };
     } catch (error) {
       if (!(error instanceof ConfigError)) throw error;
       runtime = error;
@@ -40,30 +70,6 @@ function runtimeFor(env: Bindings): Runtime | ConfigError {
   return runtime;
 }
 
-/**
- * A database client per request, closed through waitUntil: Workers forbid
- * I/O objects shared across requests ("Cannot perform I/O on behalf of a
- * different request").
- */
-async function withRequestApp<T>(env: Bindings, ctx: ExecutionContext, fn: (app: App, runtime: Runtime) => Promise<T>): Promise<T> {
-  const runtime = runtimeFor(env);
-  if (runtime instanceof ConfigError) throw runtime;
-  const database = await openPostgres({ url: runtime.config.database.url, poolMax: 1 });
-  const app = createApp(
-    { config: runtime.config, database, rateLimitStore: runtime.rateLimitStore, logger: runtime.logger },
-    {
-      clientIp: (c) => c.req.header('cf-connecting-ip') ?? clientIpFromForwardedFor(c.req.header('x-forwarded-for')),
-      // Mails sent after the answer (a password reset's) must outlive it.
-      background: (task) => ctx.waitUntil(task),
-    },
-  );
-  try {
-    return await fn(app, runtime);
-  } finally {
-    ctx.waitUntil(database.close());
-  }
-}
-
 /** The Workers cron trigger runs the same purge as POST /api/cron/purge-accounts, without HTTP. */
 async function scheduled(_controller: unknown, env: Bindings, ctx: ExecutionContext): Promise<void> {
   const runtime = runtimeFor(env);
@@ -71,19 +77,27 @@ async function scheduled(_controller: unknown, env: Bindings, ctx: ExecutionCont
     createLogger().error('config.invalid', { problems: runtime.problems });
     return;
   }
-  const database = await openPostgres({ url: runtime.config.database.url, poolMax: 1 });
-  const run = purgeExpiredAccounts(database.db, { now: new Date(), graceDays: runtime.config.accountDeletionGraceDays, logger: runtime.logger })
-    .catch((error) => runtime.logger.error('cron.failed', { error: describeError(error) }))
-    .finally(() => database.close());
-  ctx.waitUntil(run);
-  await run;
+  const { result, close } = runtime.scope.run(() =>
+    purgeExpiredAccounts(runtime.database.db, { now: new Date(), graceDays: runtime.config.accountDeletionGraceDays, logger: runtime.logger }).then(
+      () => undefined,
+      (error: unknown) => runtime.logger.error('cron.failed', { error: describeError(error) }),
+    ),
+  );
+  ctx.waitUntil(close());
+  await result;
 }
 
 export default {
   scheduled,
   async fetch(request: Request, env: Bindings, ctx: ExecutionContext): Promise<Response> {
     try {
-      return await withRequestApp(env, ctx, (app) => Promise.resolve(app.fetch(request, env, ctx)));
+      const runtime = runtimeFor(env);
+      if (runtime instanceof ConfigError) throw runtime;
+      const { result, close } = runtime.scope.run(() => Promise.resolve(runtime.app.fetch(request, env, ctx)));
+      // The request's connection (if it opened one) ends once the answer and
+      // everything kept for after it are done.
+      ctx.waitUntil(close());
+      return await result;
     } catch (error) {
       const logger = createLogger();
       if (error instanceof ConfigError) logger.error('config.invalid', { problems: error.problems });

@@ -38,7 +38,17 @@ function devVars(vars: Record<string, string>): string {
  * the work tree and a developer's own `.dev.vars` is neither used nor
  * overwritten); wrangler's state and logs stay in that folder too.
  */
-export async function startWranglerDev(options: { port: number; vars: (port: number) => Record<string, string>; readyTimeoutMs?: number }): Promise<WranglerDev> {
+export async function startWranglerDev(options: {
+  port: number;
+  vars: (port: number) => Record<string, string>;
+  readyTimeoutMs?: number;
+  /** Extra environment for wrangler (CLOUDFLARE_HYPERDRIVE_LOCAL_CONNECTION_STRING_HYPERDRIVE: the Hyperdrive binding's local origin). */
+  env?: Record<string, string>;
+  /** Another entry than wrangler.toml's `main` (the bench's bare worker), same settings otherwise. */
+  main?: string;
+  /** The path answered 200 when ready (default /api/health). */
+  readyPath?: string;
+}): Promise<WranglerDev> {
   const { port } = options;
   const dir = await mkdtemp(join(tmpdir(), 'gatehouse-wrangler-'));
   const toml = await readFile(join(REPO_ROOT, 'wrangler.toml'), 'utf8');
@@ -47,7 +57,7 @@ export async function startWranglerDev(options: { port: number; vars: (port: num
   if (!main) throw new Error('wrangler.toml has no `main = "…"` line');
   // Relative values (the `[alias]` targets) resolve from the copy's folder: point them back too.
   const copy = toml
-    .replace(mainLine, `main = ${JSON.stringify(join(REPO_ROOT, main))}`)
+    .replace(mainLine, `main = ${JSON.stringify(options.main ?? join(REPO_ROOT, main))}`)
     .replace(/=\s*"(\.\.?\/[^"]*)"/g, (_, path: string) => `= ${JSON.stringify(join(REPO_ROOT, path))}`);
   await writeFile(join(dir, 'wrangler.toml'), copy);
   await writeFile(join(dir, '.dev.vars'), devVars(options.vars(port)), { mode: 0o600 });
@@ -87,6 +97,7 @@ export async function startWranglerDev(options: { port: number; vars: (port: num
         // (libraries read it: better-auth's test mode, say); a deploy bakes
         // `production`, and so must this run, not vitest's `test`.
         NODE_ENV: 'production',
+        ...options.env,
       },
     },
   );
@@ -130,14 +141,14 @@ export async function startWranglerDev(options: { port: number; vars: (port: num
       throw new Error(`wrangler dev exited (${exited}) before it was ready:\n${log()}`);
     }
     try {
-      const res = await fetch(`${url}/api/health`, { signal: AbortSignal.timeout(5_000) });
+      const res = await fetch(`${url}${options.readyPath ?? '/api/health'}`, { signal: AbortSignal.timeout(5_000) });
       if (res.status === 200) break;
     } catch {
       /* not listening yet */
     }
     if (Date.now() > deadline) {
       await stop();
-      throw new Error(`wrangler dev did not answer /api/health within the timeout:\n${log()}`);
+      throw new Error(`wrangler dev did not answer ${options.readyPath ?? '/api/health'} within the timeout:\n${log()}`);
     }
     await new Promise((ok) => setTimeout(ok, 250));
   }
