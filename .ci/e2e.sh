@@ -53,8 +53,8 @@ if [ ! -f node_modules/swagger-ui-dist/swagger-ui-bundle.js ] && [ ! -f "$swagge
   rm -f "$tarball"
 fi
 
-# --- PostgreSQL + Redis (when the caller has not started them) -------------
-if [ -z "${TEST_PG_URL:-}" ] || [ -z "${TEST_PG_APP_URL:-}" ] || [ -z "${TEST_REDIS_URL:-}" ]; then
+# --- PostgreSQL + PgBouncer + Redis (when the caller has not started them) --
+if [ -z "${TEST_PG_URL:-}" ] || [ -z "${TEST_PG_APP_URL:-}" ] || [ -z "${TEST_POOLER_APP_URL:-}" ] || [ -z "${TEST_REDIS_URL:-}" ]; then
   # shellcheck source=.ci/services.sh
   source .ci/services.sh
   trap services_stop EXIT

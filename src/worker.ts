@@ -11,8 +11,8 @@ import type { Database } from './db/client.js';
 
 type Bindings = Record<string, unknown>;
 
-/** The Hyperdrive binding's name in wrangler.toml (`[[hyperdrive]] binding = "HYPERDRIVE"`). */
-export const HYPERDRIVE_BINDING = 'HYPERDRIVE';
+/** The Hyperdrive binding's name in wrangler.toml (`[[hyperdrive]] binding = "HYPERDRIVE"`). Not exported: workerd takes every named export of the entry for a handler. */
+const HYPERDRIVE_BINDING = 'HYPERDRIVE';
 
 interface Runtime {
   config: Config;
@@ -26,7 +26,7 @@ interface Runtime {
  * Hyperdrive's connection string when the binding exists (production, and
  * `wrangler dev` with its localConnectionString), else DATABASE_URL.
  */
-export function databaseUrlFrom(env: Bindings): unknown {
+function databaseUrlFrom(env: Bindings): unknown {
   const hyperdrive = env[HYPERDRIVE_BINDING] as { connectionString?: unknown } | undefined;
   return typeof hyperdrive?.connectionString === 'string' && hyperdrive.connectionString ? hyperdrive.connectionString : env.DATABASE_URL;
 }

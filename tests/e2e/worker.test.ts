@@ -8,6 +8,7 @@ import { withDatabaseName } from '../support/servers.js';
 import { startUpstashServer, type UpstashServer } from '../support/upstash-server.js';
 import { PASSWORD, uniqueEmail } from '../support/users.js';
 import { firstLink, startMailCapture } from './support/servers.js';
+import { releaseDatabase } from './support/pooler.js';
 import { freePort, randomSecret, startWranglerDev, type WranglerDev } from './support/wrangler.js';
 
 /**
@@ -17,7 +18,13 @@ import { freePort, randomSecret, startWranglerDev, type WranglerDev } from './su
  * runtime role, on a freshly migrated database), the Upstash-protocol test
  * server over real Redis, and a local stand-in for the email provider.
  * Runs from `.ci/e2e.sh` after `services_start`; needs TEST_PG_URL,
- * TEST_PG_APP_URL and TEST_REDIS_URL.
+ * TEST_PG_APP_URL, TEST_POOLER_URL, TEST_POOLER_APP_URL and TEST_REDIS_URL.
+ *
+ * Issue 15: PostgreSQL through PgBouncer, the local stand-in for Hyperdrive,
+ * reached through the Worker's Hyperdrive binding
+ * (CLOUDFLARE_HYPERDRIVE_LOCAL_CONNECTION_STRING_HYPERDRIVE); DATABASE_URL
+ * points nowhere, so a Worker that ignored the binding would fail every
+ * query. Migrations also run through the pooler.
  */
 
 const APP_ORIGIN = 'http://localhost:3000';
@@ -27,15 +34,17 @@ const APP_ORIGIN = 'http://localhost:3000';
  * emptied before and after, keeps one run's 5-minute auth block out of the next.
  */
 const REDIS_DB = 15;
-const AUTH_LIMIT = 6;
+const AUTH_LIMIT = 10;
 const SESSION_COOKIE = 'gatehouse.session_token';
 
 function requiredServers() {
-  const { TEST_PG_URL, TEST_PG_APP_URL, TEST_REDIS_URL } = process.env;
-  if (!TEST_PG_URL || !TEST_PG_APP_URL || !TEST_REDIS_URL) {
-    throw new Error('The Workers suite needs TEST_PG_URL, TEST_PG_APP_URL and TEST_REDIS_URL: run it through `bash .ci/e2e.sh` after `source .ci/services.sh && services_start`');
+  const { TEST_PG_URL, TEST_PG_APP_URL, TEST_POOLER_URL, TEST_POOLER_APP_URL, TEST_REDIS_URL } = process.env;
+  if (!TEST_PG_URL || !TEST_PG_APP_URL || !TEST_POOLER_URL || !TEST_POOLER_APP_URL || !TEST_REDIS_URL) {
+    throw new Error(
+      'The Workers suite needs TEST_PG_URL, TEST_PG_APP_URL, TEST_POOLER_URL, TEST_POOLER_APP_URL and TEST_REDIS_URL: run it through `bash .ci/e2e.sh` after `source .ci/services.sh && services_start`',
+    );
   }
-  return { pgUrl: TEST_PG_URL, pgAppUrl: TEST_PG_APP_URL, redisUrl: TEST_REDIS_URL };
+  return { pgUrl: TEST_PG_URL, pgAppUrl: TEST_PG_APP_URL, poolerUrl: TEST_POOLER_URL, poolerAppUrl: TEST_POOLER_APP_URL, redisUrl: TEST_REDIS_URL };
 }
 
 describe('the worker in workerd (wrangler dev) against PostgreSQL and the Upstash protocol', () => {
@@ -50,8 +59,8 @@ describe('the worker in workerd (wrangler dev) against PostgreSQL and the Upstas
     const owner = postgres(servers.pgUrl, { max: 1, onnotice: () => {} });
     await owner.unsafe(`create database "${databaseName}"`);
     await owner.end();
-    // Migrations as the owner, as `npm run db:migrate` does with DATABASE_MIGRATION_URL.
-    const database = await openPostgres({ url: withDatabaseName(servers.pgAppUrl, databaseName), migrationUrl: withDatabaseName(servers.pgUrl, databaseName), poolMax: 1 });
+    // Migrations as the owner, as `npm run db:migrate` does with DATABASE_MIGRATION_URL, through the pooler.
+    const database = await openPostgres({ url: withDatabaseName(servers.pgAppUrl, databaseName), migrationUrl: withDatabaseName(servers.poolerUrl, databaseName), poolMax: 1 });
     await migrateToLatest(database);
     await database.close();
 
@@ -69,8 +78,8 @@ describe('the worker in workerd (wrangler dev) against PostgreSQL and the Upstas
         AUTH_URL: `http://127.0.0.1:${p}`,
         APP_URL: APP_ORIGIN,
         CORS_ORIGIN: APP_ORIGIN,
-        // The runtime role (not the owner): row-level security applies as in production.
-        DATABASE_URL: withDatabaseName(servers.pgAppUrl, databaseName),
+        // Unused: the Hyperdrive binding wins (a refused login if it did not).
+        DATABASE_URL: withDatabaseName(servers.pgAppUrl.replace(':runtime@', ':not-the-password@'), databaseName),
         KV_REST_API_URL: upstash.url,
         KV_REST_API_TOKEN: upstash.token,
         RATE_LIMIT_AUTH_LIMIT: String(AUTH_LIMIT),
@@ -80,6 +89,8 @@ describe('the worker in workerd (wrangler dev) against PostgreSQL and the Upstas
         EMAIL_FROM: 'Gatehouse <no-reply@gatehouse.test>',
         CRON_SECRET: randomSecret(32),
       }),
+      // The runtime role (not the owner), through PgBouncer: row-level security applies as in production.
+      env: { CLOUDFLARE_HYPERDRIVE_LOCAL_CONNECTION_STRING_HYPERDRIVE: withDatabaseName(servers.poolerAppUrl, databaseName) },
     });
   });
 
@@ -87,6 +98,7 @@ describe('the worker in workerd (wrangler dev) against PostgreSQL and the Upstas
     await worker?.stop();
     if (upstash) await flushRateLimits();
     await Promise.all([upstash?.close(), mail?.close()]);
+    await releaseDatabase(servers.poolerUrl, databaseName).catch(() => {});
     const owner = postgres(servers.pgUrl, { max: 1, onnotice: () => {} });
     await owner.unsafe(`drop database if exists "${databaseName}" with (force)`);
     await owner.end();
@@ -102,10 +114,10 @@ describe('the worker in workerd (wrangler dev) against PostgreSQL and the Upstas
   });
 
   /** A request as the SPA on APP_URL sends it: JSON, its Origin, the jar's cookies. */
-  async function call(path: string, options: { method?: string; body?: unknown; jar?: CookieJar; redirect?: RequestRedirect } = {}) {
+  async function call(path: string, options: { method?: string; body?: unknown; jar?: CookieJar; cookie?: string; redirect?: RequestRedirect } = {}) {
     const headers: Record<string, string> = { origin: APP_ORIGIN };
     if (options.body !== undefined) headers['content-type'] = 'application/json';
-    const cookie = options.jar?.header();
+    const cookie = options.cookie ?? options.jar?.header();
     if (cookie) headers.cookie = cookie;
     const res = await fetch(`${worker.url}${path}`, {
       method: options.method ?? (options.body === undefined ? 'GET' : 'POST'),
@@ -186,6 +198,89 @@ describe('the worker in workerd (wrangler dev) against PostgreSQL and the Upstas
     const created = await json(await call('/api/roles', { body: { name: 'Edge Readers', description: 'from workerd', permissions: ['roles:read'] }, jar }), 201);
     expect(created).toMatchObject({ slug: 'edge-readers', permissions: ['roles:read'], isDefault: false });
     expect((await json<{ slug: string }[]>(await call('/api/roles', { jar }), 200)).map((r) => r.slug)).toEqual(['owner', 'admin', 'member', 'viewer', 'edge-readers']);
+  });
+
+  /** Signs up, follows the mailed verification link and signs in: three requests of the auth tier. */
+  async function verifiedUser(address: string, into: CookieJar): Promise<void> {
+    await json(await call('/api/auth/sign-up/email', { body: { email: address, password: PASSWORD, name: 'Second Tenant' } }), 200);
+    await expect.poll(() => mail.emails.some((m) => [m.to].flat().includes(address)), { timeout: 10_000 }).toBe(true);
+    const link = firstLink(mail.emails.find((m) => [m.to].flat().includes(address))!.text ?? '');
+    await call(new URL(link).pathname + new URL(link).search, { redirect: 'manual' });
+    await json(await call('/api/auth/sign-in/email', { body: { email: address, password: PASSWORD }, jar: into }), 200);
+  }
+
+  async function runtimeSessionsSince(since: Date): Promise<number> {
+    const owner = postgres(servers.pgUrl, { max: 1, onnotice: () => {} });
+    try {
+      const [row] = await owner`select count(*)::int as n from pg_stat_activity where datname = ${databaseName} and usename = 'gatehouse_runtime' and backend_start > ${since}`;
+      return row!.n as number;
+    } finally {
+      await owner.end();
+    }
+  }
+
+  it('serves two tenants concurrently from one isolate: no shared connection, transaction or tenant; failures poison nothing; sessions reused through the pooler', async () => {
+    const other = new CookieJar();
+    await verifiedUser(uniqueEmail('worker-b'), other);
+    const orgB = await json<{ id: string }>(await call('/api/auth/organization/create', { body: { name: 'Tenant B', slug: `tenant-b-${crypto.randomUUID().slice(0, 8)}` }, jar: other }), 200);
+    await json(await call('/api/auth/organization/set-active', { body: { organizationId: orgB.id }, jar: other }), 200);
+    await json(await call('/api/roles', { body: { name: 'Only B', permissions: ['roles:read'] }, jar: other }), 201);
+    const orgA = (await json(await call('/api/session', { jar }), 200)).session.activeOrganizationId as string;
+
+    const tenants = [
+      { jar, org: orgA, slugs: ['owner', 'admin', 'member', 'viewer', 'edge-readers'], duplicate: 'Edge Readers' },
+      { jar: other, org: orgB.id, slugs: ['owner', 'admin', 'member', 'viewer', 'only-b'], duplicate: 'Only B' },
+    ];
+    const burst = () =>
+      Promise.all(
+        Array.from({ length: 60 }, async (_, i) => {
+          const tenant = tenants[i % 2]!;
+          const kind = Math.floor(i / 2) % 3;
+          if (kind === 0) {
+            const roles = await json<{ slug: string }[]>(await call('/api/roles', { jar: tenant.jar }), 200);
+            expect(roles.map((r) => r.slug)).toEqual(tenant.slugs);
+          } else if (kind === 1) {
+            const session = await json(await call('/api/session', { jar: tenant.jar }), 200);
+            expect(session.session.activeOrganizationId).toBe(tenant.org);
+          } else {
+            // A write that fails in its transaction (the slug exists in this tenant only).
+            const refused = await json(await call('/api/roles', { body: { name: tenant.duplicate, permissions: ['roles:read'] }, jar: tenant.jar }), 409);
+            expect(refused.code).toBe('SLUG_CONFLICT');
+          }
+        }),
+      );
+    await burst();
+    // Warm: the pooler's server sessions exist now; a second burst reuses them.
+    await new Promise((r) => setTimeout(r, 1_100));
+    const since = new Date();
+    await burst();
+    expect(await runtimeSessionsSince(since)).toBeLessThanOrEqual(3);
+    // And the next requests of each tenant still see their own roles only.
+    for (const tenant of tenants) {
+      expect((await json<{ slug: string }[]>(await call('/api/roles', { jar: tenant.jar }), 200)).map((r) => r.slug)).toEqual(tenant.slugs);
+    }
+  });
+
+  it('revocation bites on the next request through the pooler; the statements that decide it are never cached by Hyperdrive', async () => {
+    const second = new CookieJar();
+    await json(await call('/api/auth/sign-in/email', { body: { email, password: PASSWORD }, jar: second }), 200);
+    expect((await json(await call('/api/session', { jar: second }), 200)).user.email).toBe(email);
+    const revoked = second.header();
+    await json(await call('/api/auth/sign-out', { method: 'POST', body: {}, jar: second }), 200);
+    // The same cookies (a still-valid cookie cache included) after sign-out: signed out at once.
+    expect(await json(await call('/api/session', { cookie: revoked }), 200)).toBeNull();
+    expect((await call('/api/roles', { cookie: revoked })).status).toBe(401);
+    // Hyperdrive never caches a statement calling a VOLATILE function (docs/workers.md).
+    const owner = postgres(withDatabaseName(servers.pgUrl, databaseName), { max: 1, onnotice: () => {} });
+    try {
+      const rows = await owner`select proname, provolatile from pg_proc where proname in ('session_state', 'tenant_roles') order by proname`;
+      expect(rows.map((r) => [r.proname, r.provolatile])).toEqual([
+        ['session_state', 'v'],
+        ['tenant_roles', 'v'],
+      ]);
+    } finally {
+      await owner.end();
+    }
   });
 
   it('answers 429 RATE_LIMITED from the auth tier, with its four headers, once the limit is spent', async () => {
