@@ -46,8 +46,8 @@ export async function startWranglerDev(options: {
   env?: Record<string, string>;
   /** Another entry than wrangler.toml's `main` (the bench's bare worker), same settings otherwise. */
   main?: string;
-  /** The path answered 200 when ready (default /api/health). */
-  readyPath?: string;
+  /** The path answered 200 when ready (default /api/health); null: ready once wrangler prints "Ready on" (the worker has not served a request yet). */
+  readyPath?: string | null;
 }): Promise<WranglerDev> {
   const { port } = options;
   const dir = await mkdtemp(join(tmpdir(), 'gatehouse-wrangler-'));
@@ -140,17 +140,21 @@ export async function startWranglerDev(options: {
       await stop();
       throw new Error(`wrangler dev exited (${exited}) before it was ready:\n${log()}`);
     }
-    try {
-      const res = await fetch(`${url}${options.readyPath ?? '/api/health'}`, { signal: AbortSignal.timeout(5_000) });
-      if (res.status === 200) break;
-    } catch {
-      /* not listening yet */
+    if (options.readyPath === null) {
+      if (/Ready on http/.test(log())) break;
+    } else {
+      try {
+        const res = await fetch(`${url}${options.readyPath ?? '/api/health'}`, { signal: AbortSignal.timeout(5_000) });
+        if (res.status === 200) break;
+      } catch {
+        /* not listening yet */
+      }
     }
     if (Date.now() > deadline) {
       await stop();
       throw new Error(`wrangler dev did not answer ${options.readyPath ?? '/api/health'} within the timeout:\n${log()}`);
     }
-    await new Promise((ok) => setTimeout(ok, 250));
+    await new Promise((ok) => setTimeout(ok, options.readyPath === null ? 20 : 250));
   }
   return { url, port, log, stop };
 }
