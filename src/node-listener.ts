@@ -1,6 +1,7 @@
-import type { Server, ServerOptions } from 'node:http';
+import type { IncomingMessage, Server, ServerOptions, ServerResponse } from 'node:http';
 import type { ServerType } from '@hono/node-server';
 import type { Duplex } from 'node:stream';
+import { DEFAULT_CSP_HOSTS, securityHeaderValues, type SecurityHeadersOptions } from './middleware/security-headers.js';
 
 /**
  * Node's own limits for the listener. A request whose body never arrives in
@@ -23,14 +24,39 @@ function statusFor(code: string | undefined): number {
   return 400;
 }
 
+/** The contract's error body (API.md "Errors") as raw bytes, with the spec's security headers and a fresh `X-Request-Id`. */
+function errorHead(status: number, body: string, csp: SecurityHeadersOptions): Record<string, string | number> {
+  return {
+    'Content-Type': 'application/json',
+    'Content-Length': Buffer.byteLength(body),
+    ...securityHeaderValues(csp),
+    'X-Request-Id': crypto.randomUUID(),
+    'Cache-Control': 'no-store',
+    Connection: 'close',
+  };
+}
+
+function contractBody(status: number, message: string): string {
+  return JSON.stringify({ code: status === 413 ? 'PAYLOAD_TOO_LARGE' : status >= 500 ? 'INTERNAL_ERROR' : 'VALIDATION_ERROR', message });
+}
+
 /**
- * Requests Node's HTTP parser refuses before the app sees them (both
- * Content-Length and Transfer-Encoding, a header block over 16 KiB, bytes
- * that are not HTTP, a body cut short) get the contract's error body
- * (API.md "Errors") instead of Node's empty one, then the connection closes.
+ * Requests the app never sees get the contract's error body (API.md
+ * "Errors"), the security headers (spec §8, "all responses") and an
+ * `X-Request-Id`, then the connection closes:
+ * - what Node's HTTP parser refuses (both Content-Length and
+ *   Transfer-Encoding, a header block over 16 KiB, bytes that are not HTTP, a
+ *   body cut short), answered here instead of Node's empty 400;
+ * - what the Node adapter refuses before calling the app (a Host that is not
+ *   a host, a backslash in the path, a request target that is not a path),
+ *   which it answers with an empty 400 (`writeHead(status)` without headers;
+ *   every answer of the app carries headers, `X-Request-Id` at least);
+ * - an HTTP/1.1 request without Host, which Node itself would answer with an
+ *   empty 400 before any listener runs.
  */
-export function answerClientErrors(server: ServerType | Server): void {
-  (server as Server).on('clientError', (error: NodeJS.ErrnoException, socket: Duplex) => {
+export function answerClientErrors(server: ServerType | Server, { csp = DEFAULT_CSP_HOSTS }: { csp?: SecurityHeadersOptions } = {}): void {
+  const http1 = server as Server;
+  http1.on('clientError', (error: NodeJS.ErrnoException, socket: Duplex) => {
     const inFlight = (socket as Duplex & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
     if (error.code === 'ECONNRESET' || !socket.writable || inFlight?.headersSent) {
       socket.destroy();
@@ -38,10 +64,35 @@ export function answerClientErrors(server: ServerType | Server): void {
     }
     const status = statusFor(error.code);
     const [reason, message] = REASONS[status]!;
-    const body = JSON.stringify({ code: status === 413 ? 'PAYLOAD_TOO_LARGE' : 'VALIDATION_ERROR', message });
-    socket.end(
-      `HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
-        `X-Content-Type-Options: nosniff\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n${body}`,
-    );
+    const body = contractBody(status, message);
+    const head = Object.entries(errorHead(status, body, csp))
+      .map(([name, value]) => `${name}: ${value}\r\n`)
+      .join('');
+    socket.end(`HTTP/1.1 ${status} ${reason}\r\n${head}\r\n${body}`);
+  });
+
+  // Node's own answer to a missing Host is an empty 400: this listener gives it instead.
+  (http1 as Server & { requireHostHeader: boolean }).requireHostHeader = false;
+  const appListeners = http1.listeners('request') as ((req: IncomingMessage, res: ServerResponse) => void)[];
+  http1.removeAllListeners('request');
+  http1.on('request', (req: IncomingMessage, res: ServerResponse) => {
+    if (req.httpVersion === '1.1' && req.headers.host === undefined) {
+      const body = contractBody(400, 'Missing Host header');
+      res.writeHead(400, errorHead(400, body, csp)).end(body);
+      return;
+    }
+    const writeHead = res.writeHead;
+    res.writeHead = function adapterAnswer(this: ServerResponse, status: number, ...rest: unknown[]) {
+      res.writeHead = writeHead;
+      if (rest.length > 0 || status < 400) return (writeHead as (...args: unknown[]) => ServerResponse).call(this, status, ...rest);
+      const body = contractBody(status, status === 400 ? 'Malformed request target or Host header' : 'Internal error');
+      const end = res.end;
+      res.end = function endWithBody(this: ServerResponse) {
+        res.end = end;
+        return (end as (chunk: string) => ServerResponse).call(this, body);
+      } as ServerResponse['end'];
+      return writeHead.call(this, status, errorHead(status, body, csp));
+    } as ServerResponse['writeHead'];
+    for (const listener of appListeners) listener.call(http1, req, res);
   });
 }

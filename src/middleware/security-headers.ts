@@ -1,4 +1,3 @@
-import { secureHeaders } from 'hono/secure-headers';
 import type { MiddlewareHandler } from 'hono';
 
 export interface SecurityHeadersOptions {
@@ -8,36 +7,43 @@ export interface SecurityHeadersOptions {
   avatarHost: string;
 }
 
-const sources = (...values: string[]) => values.flatMap((value) => value.split(/\s+/)).filter(Boolean);
+/** config.ts's defaults for CSP_CDN_HOST and CSP_AVATAR_HOST, for callers without a config (the listener's own answers). */
+export const DEFAULT_CSP_HOSTS: SecurityHeadersOptions = {
+  cdnHost: 'https://cdn.jsdelivr.net',
+  avatarHost: 'https://lh3.googleusercontent.com https://avatars.githubusercontent.com',
+};
+
+const sources = (...values: string[]) => values.flatMap((value) => value.split(/\s+/)).filter(Boolean).join(' ');
 
 /**
- * Spec §8 "Security headers (all responses)", exact values, in every
- * environment. Only the spec's headers: hono's other defaults are turned off,
- * and Cross-Origin-Embedder-Policy is never sent.
+ * Spec §8 "Security headers (all responses)", exact values: the one table the
+ * middleware and the Node listener's own answers (node-listener.ts) send.
+ * Cross-Origin-Embedder-Policy is never sent.
  */
-export function securityHeaders({ cdnHost, avatarHost }: SecurityHeadersOptions): MiddlewareHandler {
-  return secureHeaders({
-    contentSecurityPolicy: {
-      defaultSrc: ["'none'"],
-      scriptSrc: sources("'self'", "'unsafe-inline'", cdnHost),
-      styleSrc: sources("'self'", "'unsafe-inline'", cdnHost),
-      imgSrc: sources("'self'", 'data:', avatarHost),
-      fontSrc: ["'self'"],
-      connectSrc: ["'self'"],
-    },
-    strictTransportSecurity: 'max-age=31536000; includeSubDomains',
-    xFrameOptions: 'DENY',
-    xContentTypeOptions: 'nosniff',
-    referrerPolicy: 'no-referrer',
-    permissionsPolicy: { camera: [], microphone: [], geolocation: [] },
-    crossOriginEmbedderPolicy: false,
-    crossOriginResourcePolicy: false,
-    crossOriginOpenerPolicy: false,
-    originAgentCluster: false,
-    xDnsPrefetchControl: false,
-    xDownloadOptions: false,
-    xPermittedCrossDomainPolicies: false,
-    xXssProtection: false,
-    removePoweredBy: true,
-  });
+export function securityHeaderValues({ cdnHost, avatarHost }: SecurityHeadersOptions): Record<string, string> {
+  return {
+    'Content-Security-Policy': [
+      "default-src 'none'",
+      `script-src ${sources("'self'", "'unsafe-inline'", cdnHost)}`,
+      `style-src ${sources("'self'", "'unsafe-inline'", cdnHost)}`,
+      `img-src ${sources("'self'", 'data:', avatarHost)}`,
+      "font-src 'self'",
+      "connect-src 'self'",
+    ].join('; '),
+    'Strict-Transport-Security': 'max-age=31536000; includeSubDomains',
+    'X-Frame-Options': 'DENY',
+    'X-Content-Type-Options': 'nosniff',
+    'Referrer-Policy': 'no-referrer',
+    'Permissions-Policy': 'camera=(), microphone=(), geolocation=()',
+  };
+}
+
+/** Spec §8, in every environment: the table above on every response, and no X-Powered-By. */
+export function securityHeaders(options: SecurityHeadersOptions): MiddlewareHandler {
+  const headers = Object.entries(securityHeaderValues(options));
+  return async function securityHeaders(c, next) {
+    await next();
+    for (const [name, value] of headers) c.res.headers.set(name, value);
+    c.res.headers.delete('X-Powered-By');
+  };
 }
