@@ -37,7 +37,23 @@ export const ErrorSchema = zo
   })
   .openapi('Error');
 
-const errorResponse = (description: string, headers?: Record<string, { description: string; schema: { type: 'string' } }>) => ({
+type HeaderObject = { description: string; schema: { type: 'string'; pattern?: string; maxLength?: number } };
+
+/**
+ * `X-Request-Id` (middleware/request-context.ts), sent with every response:
+ * registered once as `components.headers.XRequestId` (routes/docs.ts) and
+ * referenced from every response object.
+ */
+export const REQUEST_ID_HEADER = {
+  name: 'XRequestId',
+  header: {
+    description: "The request's id, also in the service's log lines: the client's own `X-Request-Id` when well-formed (word characters, `-` and `=`, at most 128), a fresh UUID otherwise",
+    schema: { type: 'string', pattern: '^[\\w=-]{1,128}$' },
+  } satisfies HeaderObject,
+};
+const requestIdRef = { 'X-Request-Id': { $ref: `#/components/headers/${REQUEST_ID_HEADER.name}` } };
+
+const errorResponse = (description: string, headers?: Record<string, HeaderObject>) => ({
   description,
   content: { 'application/json': { schema: ErrorSchema } },
   ...(headers ? { headers } : {}),
@@ -69,7 +85,9 @@ function errorResponses(config: RouteConfig, declared: Access) {
       : {}),
     ...(hasParams ? { 404: errorResponse('NOT_FOUND: unknown id, or one of another organization') } : {}),
     ...(protectedRoute && config.method !== 'get' ? { 409: errorResponse('SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE or TARGET_NOT_ADMIN where the route can cause them') } : {}),
-    ...(hasBody ? { 413: errorResponse('PAYLOAD_TOO_LARGE: body over 1,048,576 bytes'), 415: errorResponse('UNSUPPORTED_MEDIA_TYPE: body is not JSON') } : {}),
+    // The body limit is global (app.ts): any request may send a body, even a GET.
+    413: errorResponse('PAYLOAD_TOO_LARGE: body over 1,048,576 bytes'),
+    ...(hasBody ? { 415: errorResponse('UNSUPPORTED_MEDIA_TYPE: body is not JSON') } : {}),
     429: errorResponse('RATE_LIMITED', RATE_LIMIT_HEADERS),
     500: errorResponse('INTERNAL_ERROR (the response carries X-Request-Id)'),
     503: errorResponse('SERVICE_UNAVAILABLE: database or rate-limit store unreachable'),
@@ -90,6 +108,19 @@ function describeAccess(declared: Access) {
   return { 'x-access': { session: true, ...rule }, security: keys ? [{ sessionCookie: [] }, { apiKey: [] }] : [{ sessionCookie: [] }] };
 }
 
+/** Every response object also declares `X-Request-Id` (after its own headers). */
+function withRequestId(responses: RouteConfig['responses']): RouteConfig['responses'] {
+  return Object.fromEntries(
+    Object.entries(responses).map(([status, response]) => {
+      const own = (response as { headers?: object }).headers;
+      if (own !== undefined && typeof (own as { safeParse?: unknown }).safeParse === 'function') {
+        throw new Error(`response ${status}: give headers as an OpenAPI headers object, not a zod schema`);
+      }
+      return [status, { ...response, headers: { ...own, ...requestIdRef } }];
+    }),
+  );
+}
+
 /**
  * createRoute plus what every service route needs, in spec §4 order: the
  * route's declared access (checked by the guard before anything reads the
@@ -103,7 +134,7 @@ export function defineRoute<const R extends RouteConfig>(config: R & { access: A
   return createRoute({
     ...(describeAccess(access) as object),
     ...route,
-    responses: { ...errorResponses(route as RouteConfig, access), ...route.responses },
+    responses: withRequestId({ ...errorResponses(route as RouteConfig, access), ...route.responses }),
     ...(body ? { request: { ...route.request, body: { required: true, ...body } } } : {}),
     middleware: [guard(access), ...(body ? [jsonOnly] : []), ...own],
   } as unknown as R);

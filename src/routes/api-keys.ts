@@ -11,7 +11,7 @@ import { ApiError } from '../errors.js';
 import { access, sessionOf } from '../middleware/guard.js';
 import { createRouter, defineRoute, jsonContent } from '../router.js';
 import type { Clock } from '../types.js';
-import { IdParams, PermissionString } from './schemas.js';
+import { displayName, IdParams, PERMISSION_COUNT, PermissionString, uniqueArray } from './schemas.js';
 
 const ApiKeySchema = z
   .object({
@@ -32,19 +32,33 @@ const CreatedApiKeySchema = ApiKeySchema.omit({ revokedAt: true, lastUsedAt: tru
   .extend({ key: z.string().describe('The full key. Shown here once; it cannot be retrieved again.') })
   .openapi('CreatedApiKey');
 
+/** The last instant whose ISO string has a 4-digit year (later ones render as `+010000-…`). */
+const LAST_INSTANT = Date.UTC(9999, 11, 31, 23, 59, 59, 999);
+/** Z, or an offset no further than the world's clocks go (UTC-12:00 .. UTC+14:00, within ±14:00). */
+const OFFSET = /(?:Z|[+-](?:(?:0\d|1[0-3]):[0-5]\d|14:00))$/;
+
+/**
+ * RFC 3339 date-time: a 4-digit year, seconds, Z or a ±HH:MM offset within
+ * ±14:00, naming an instant no later than the end of year 9999 (UTC), so the
+ * answer always echoes it as a plain ISO string in UTC.
+ */
+const ExpiresAt = z.iso
+  .datetime({ offset: true, abort: true })
+  .refine((value) => OFFSET.test(value), { message: 'offset must be Z or within ±14:00', abort: true })
+  .refine((value) => Date.parse(value) <= LAST_INSTANT, { message: 'must be no later than 9999-12-31T23:59:59.999Z' })
+  .openapi({
+    pattern: OFFSET.source,
+    description: 'RFC 3339 date-time with a 4-digit year, Z or an offset within ±14:00, in the future and no later than 9999-12-31T23:59:59.999Z; echoed in UTC',
+  });
+
 const CreateApiKeySchema = z
   .object({
-    name: z.string().trim().min(1).max(100),
-    scopes: z
-      .array(PermissionString)
-      .min(1)
-      .max(17)
-      .refine((list) => new Set(list).size === list.length, { message: 'must not repeat a scope' }),
-    expiresAt: z.iso.datetime({ offset: true }).nullable().optional(),
+    name: displayName(100),
+    scopes: uniqueArray(PermissionString, { min: 1, max: PERMISSION_COUNT, what: 'scope' }),
+    expiresAt: ExpiresAt.nullable().optional(),
   })
   .strict()
   .openapi('CreateApiKey');
-
 
 const createRoute = defineRoute({
   method: 'post',

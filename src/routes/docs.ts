@@ -2,6 +2,7 @@ import { swaggerUI } from '@hono/swagger-ui';
 import type { OpenAPIHono } from '@hono/zod-openapi';
 import { ApiError } from '../errors.js';
 import { access, guard } from '../middleware/guard.js';
+import { REQUEST_ID_HEADER } from '../router.js';
 import type { AppEnv } from '../types.js';
 
 export const SWAGGER_UI_VERSION = '5.35.0';
@@ -27,6 +28,8 @@ export function mountDocs(app: OpenAPIHono<AppEnv>, { enabled, serverUrl }: { en
     description: '`sk_live_…` API key; authenticates permission-guarded tenant routes only when API_KEY_AUTH=enabled',
   });
   app.openAPIRegistry.registerComponent('securitySchemes', 'cronSecret', { type: 'http', scheme: 'bearer', description: 'CRON_SECRET' });
+  // Referenced by every response object (router.ts defineRoute).
+  app.openAPIRegistry.registerComponent('headers', REQUEST_ID_HEADER.name, REQUEST_ID_HEADER.header);
 
   app.get('/api/openapi.json', guard(access.public()), (c) => {
     if (!enabled) return notFound();

@@ -56,7 +56,18 @@ const deprecatedChangeRoute = defineRoute({
     params: z.object({ id: z.uuidv4().openapi({ param: { name: 'id', in: 'path' } }) }),
     body: { content: { 'application/json': { schema: RoleChangeBody } } },
   },
-  responses: { 200: jsonContent(RoleChangeResult, 'The role changed; Deprecation and Link headers name the successor') },
+  responses: {
+    200: {
+      ...jsonContent(RoleChangeResult, 'The role changed; Deprecation and Link headers name the successor'),
+      headers: {
+        Deprecation: { description: 'Always `true`: this route is deprecated', schema: { type: 'string', enum: ['true'] } },
+        Link: {
+          description: 'The successor route for this member: `</api/admin/members/{memberId}>; rel="successor-version"`',
+          schema: { type: 'string', example: '</api/admin/members/3f2b7c1e-9a4d-4e8b-8c1f-2d6e5a7b9c0d>; rel="successor-version"' },
+        },
+      },
+    },
+  },
 });
 
 const transferRoute = defineRoute({

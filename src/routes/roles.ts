@@ -9,18 +9,16 @@ import { ApiError } from '../errors.js';
 import { access, sessionOf } from '../middleware/guard.js';
 import { createRouter, defineRoute, jsonContent } from '../router.js';
 import type { EnrichedSession } from '../types.js';
-import { IdParams, PermissionList, RoleSchema, toRoleRecord } from './schemas.js';
+import { displayName, IdParams, PermissionList, RoleSchema, toRoleRecord, updateBody } from './schemas.js';
 
-const Name = z.string().trim().min(1).max(100);
-const Description = z.string().max(500);
+const Name = displayName(100).openapi({
+  description: 'Its slug is the lower-cased letters and digits of the name (accents dropped) joined by hyphens, and must not be empty',
+});
+// NUL: PostgreSQL text cannot hold it (a 500 otherwise). Line breaks are fine in a description.
+const Description = z.string().max(500).regex(/^[^\u0000]*$/, { message: 'must not contain NUL characters' });
 
 const CreateRoleSchema = z.object({ name: Name, description: Description.default(''), permissions: PermissionList }).strict().openapi('CreateRole');
-const UpdateRoleSchema = z
-  .object({ name: Name.optional(), description: Description.optional(), permissions: PermissionList.optional() })
-  .strict()
-  .refine((body) => Object.keys(body).length > 0, { message: 'give at least one of name, description, permissions' })
-  .openapi('UpdateRole');
-
+const UpdateRoleSchema = updateBody('UpdateRole', { name: Name.optional(), description: Description.optional(), permissions: PermissionList.optional() });
 
 const listRoute = defineRoute({
   method: 'get',

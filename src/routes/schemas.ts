@@ -1,5 +1,5 @@
 import { z } from '@hono/zod-openapi';
-import { PERMISSION_PATTERN } from '../auth/permissions.js';
+import { ALL_PERMISSIONS, PERMISSION_PATTERN } from '../auth/permissions.js';
 
 /** Spec §4 rule 1: path ids are UUID version 4. */
 export const IdParams = z.object({ id: z.uuidv4().openapi({ param: { name: 'id', in: 'path' } }) });
@@ -7,11 +7,62 @@ export const IdParams = z.object({ id: z.uuidv4().openapi({ param: { name: 'id',
 /** A permission string in `resource:action` form (spec §2). */
 export const PermissionString = z.string().regex(PERMISSION_PATTERN, { message: 'must be <resource>:<action> with a known resource and action' });
 
+/** How many permissions exist (spec §2 table): the most a role or a key can list. */
+export const PERMISSION_COUNT = ALL_PERMISSIONS.length;
+
+/**
+ * A list without repeats: the refine enforces it, `uniqueItems` documents it
+ * (zod has no such check of its own). Bounds are given here because zod's
+ * metadata belongs to one schema instance and `.min()` afterwards would drop it.
+ */
+export function uniqueArray<T extends z.ZodType>(item: T, { min, max, what }: { min?: number; max?: number; what: string }) {
+  let list = z.array(item);
+  if (min !== undefined) list = list.min(min);
+  if (max !== undefined) list = list.max(max);
+  return list.refine((values) => new Set(values).size === values.length, { message: `must not repeat a ${what}` }).openapi({ uniqueItems: true });
+}
+
 /** A list of distinct permission strings. */
-export const PermissionList = z
-  .array(PermissionString)
-  .max(17)
-  .refine((list) => new Set(list).size === list.length, { message: 'must not repeat a permission' });
+export const PermissionList = uniqueArray(PermissionString, { max: PERMISSION_COUNT, what: 'permission' });
+
+/**
+ * A PATCH body: only the given fields, and at least one of them (enforced by
+ * the refine, documented as `minProperties: 1`).
+ */
+export function updateBody<T extends z.ZodRawShape>(name: string, shape: T) {
+  return z
+    .object(shape)
+    .strict()
+    .refine((body) => Object.keys(body).length > 0, { message: `give at least one of ${Object.keys(shape).join(', ')}` })
+    .openapi(name, { minProperties: 1 });
+}
+
+// C0, DEL and C1 control characters: no name carries a line break, a NUL
+// (which PostgreSQL text refuses) or a terminal escape into logs and UIs.
+const CONTROL = '\\u0000-\\u001F\\u007F-\\u009F';
+// What String.prototype.trim removes (ECMAScript WhiteSpace and LineTerminator) that is not a control character.
+const BLANK = ' \\u00A0\\u1680\\u2000-\\u200A\\u202F\\u205F\\u3000\\uFEFF';
+/**
+ * Blanks, one character that is neither blank nor control, then anything but
+ * control characters and U+2028/U+2029: "not blank, no control characters".
+ * The first two parts share no character, so matching stays linear.
+ */
+export const NAME_PATTERN = new RegExp(`^[${BLANK}]*[^\\s${CONTROL}][^${CONTROL}\\u2028\\u2029]*$`);
+
+/**
+ * A display name (role, API key): 1..max characters as sent, not blank, no
+ * control characters or line separators; stored without surrounding blanks.
+ * The checks read the string as sent, so the document's `maxLength` and
+ * `pattern` say exactly what is accepted.
+ */
+export function displayName(max: number) {
+  return z
+    .string()
+    .min(1, { abort: true })
+    .max(max, { abort: true })
+    .regex(NAME_PATTERN, { message: 'must not be blank or contain control characters or line breaks' })
+    .trim();
+}
 
 export const RoleSchema = z
   .object({
