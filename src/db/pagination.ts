@@ -11,7 +11,20 @@ export interface Cursor {
   id: string;
 }
 
-const CursorSchema = z.object({ createdAt: z.iso.datetime({ offset: true }), id: z.uuid() }).strict();
+/**
+ * A time PostgreSQL reads as a timestamptz the same way: at most microseconds
+ * (more digits would round, possibly past the range), and an instant between
+ * years 1 and 9999 UTC (PostgreSQL has no year 0 and refuses some far years
+ * with an error, which must be the client's 400, not a 500).
+ */
+const CursorTime = z.iso.datetime({ offset: true }).refine((value) => {
+  if ((/\.(\d+)/.exec(value)?.[1]?.length ?? 0) > 6) return false;
+  const at = new Date(value);
+  const year = at.getUTCFullYear();
+  return !Number.isNaN(at.getTime()) && year >= 1 && year <= 9999;
+}, 'Out of range');
+
+const CursorSchema = z.object({ createdAt: CursorTime, id: z.uuid() }).strict();
 
 /**
  * `created_at` to the microsecond, as the cursor keeps it: a JS Date holds

@@ -192,6 +192,19 @@ describe('platform admin routes', () => {
       });
     }
 
+    it('a cursor whose time is out of range (year 0, 300000, negative, NaN, past 9999 in UTC) → 400 VALIDATION_ERROR, never 500', async () => {
+      const id = crypto.randomUUID();
+      const cursor = (createdAt: unknown) => encodeURIComponent(Buffer.from(JSON.stringify({ createdAt, id })).toString('base64url'));
+      for (const createdAt of ['0000-01-01T00:00:00Z', '+300000-01-01T00:00:00Z', '-000001-01-01T00:00:00Z', 'NaN', -1, '9999-12-31T23:00:00-05:00', `2024-01-01T00:00:00.${'9'.repeat(20)}Z`]) {
+        const res = await call(t, `/api/admin/users?cursor=${cursor(createdAt)}`, { jar: admin.jar });
+        expect(res.status, String(createdAt)).toBe(400);
+        expect(await res.json()).toMatchObject({ code: 'VALIDATION_ERROR', details: [{ path: 'cursor', message: expect.any(String) }] });
+      }
+      const edge = await listUsers(t, admin.jar, `?limit=100&cursor=${cursor('9999-12-31T23:59:59.999999Z')}`);
+      expect(edge.res.status).toBe(200);
+      expect(edge.body.items.length).toBeGreaterThan(0);
+    });
+
     it('validation comes after the guard: a bad query without a session is 401, not 400', async () => {
       expect((await call(t, '/api/admin/users?limit=0')).status).toBe(401);
       expect((await call(t, '/api/admin/users?limit=0', { jar: plain.jar })).status).toBe(403);

@@ -154,6 +154,45 @@ describe('GET /api/audit-logs', () => {
     await expectError(await get(member.jar, '?cursor='), 400, 'VALIDATION_ERROR');
   });
 
+  it('rejects a cursor whose time is out of range or not a time (400, never 500)', async () => {
+    const id = crypto.randomUUID();
+    const times = [
+      '0000-01-01T00:00:00Z', // no year 0 in PostgreSQL
+      '+300000-01-01T00:00:00Z',
+      '300000-01-01T00:00:00Z',
+      '-000001-01-01T00:00:00Z',
+      '-1',
+      'NaN',
+      '2024-02-30T00:00:00Z',
+      '2024-01-01T24:00:00Z',
+      '2024-01-01T00:00:60Z',
+      `2024-01-01T00:00:00.${'9'.repeat(300)}Z`,
+      '2024-01-01T00:00:00+25:00',
+      '2024-01-01T00:00:00+05:99',
+      '2024-01-01T00:00:00 Z',
+      '9999-12-31T23:59:59.9999999Z', // rounds past year 9999
+      '0001-01-01T00:00:00+01:00', // year 0 once in UTC
+      '9999-12-31T23:00:00-05:00', // year 10000 once in UTC
+    ];
+    for (const createdAt of times) {
+      const res = await get(member.jar, `?cursor=${encodeURIComponent(b64({ createdAt, id }))}`);
+      expect(res.status, createdAt).toBe(400);
+      expect(await res.json(), createdAt).toMatchObject({ code: 'VALIDATION_ERROR', details: [{ path: 'cursor', message: expect.any(String) }] });
+    }
+    for (const createdAt of [-1, 1e20, Number.NaN, null, 1700000000000]) {
+      await expectError(await get(member.jar, `?cursor=${encodeURIComponent(b64({ createdAt, id }))}`), 400, 'VALIDATION_ERROR');
+    }
+  });
+
+  it('accepts a cursor at the edges of the range (year 1 and year 9999), with an offset', async () => {
+    const id = crypto.randomUUID();
+    expect((await getPage(member.jar, `?cursor=${encodeURIComponent(b64({ createdAt: '0001-01-01T00:00:00.000000Z', id }))}`)).items).toEqual([]);
+    const all = await getPage(member.jar, `?limit=100&cursor=${encodeURIComponent(b64({ createdAt: '9999-12-31T23:59:59.999999Z', id }))}`);
+    expect(all.items.length).toBeGreaterThan(0);
+    const offset = await getPage(member.jar, `?limit=100&cursor=${encodeURIComponent(b64({ createdAt: '9999-12-31T10:00:00.5+05:30', id }))}`);
+    expect(offset.items.map((entry) => entry.id)).toEqual(all.items.map((entry) => entry.id));
+  });
+
   it('pages with the cursor without overlap or gap, including entries that share one instant', async () => {
     const fresh = await createOrganization(t, await signedInUser(t));
     await makeEntries(fresh, 4, 2);
