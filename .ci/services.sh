@@ -196,7 +196,7 @@ _services_start_redis() {
 # the next. Every database name maps to the same server (the e2e suite makes
 # one database per run).
 _services_start_pgbouncer() {
-  local bin dir="$SERVICES_DIR/pgbouncer" i
+  local bin dir="$SERVICES_DIR/pgbouncer" i  # $1: PostgreSQL's bin directory
   bin="$(_services_pgbouncer)" || return 1
   mkdir -p "$dir" || return 1
   cat >"$dir/pgbouncer.ini" <<INI || return 1
@@ -220,7 +220,13 @@ pidfile = $dir/pgbouncer.pid
 admin_users = gatehouse_owner
 stats_users = gatehouse_owner
 INI
-  printf '"gatehouse_owner" "owner"\n"gatehouse_runtime" "runtime"\n' >"$dir/userlist.txt" || return 1
+  # The roles' SCRAM secrets as PostgreSQL stores them, not their passwords:
+  # PgBouncer then checks a client's proof with two HMACs instead of deriving
+  # the key (4096 PBKDF2 rounds) on every login, and its single thread is not
+  # the bound of a Worker that logs in once per request.
+  _services_as_pg "$1/psql" -h "$SERVICES_DIR/pgsock" -p "$SERVICES_PG_PORT" -U postgres -d postgres -At \
+    -c "select format('\"%s\" \"%s\"', rolname, rolpassword) from pg_authid where rolname in ('gatehouse_owner', 'gatehouse_runtime') order by rolname" \
+    >"$dir/userlist.txt" || return 1
   chmod 600 "$dir/userlist.txt"
   if [ "$(id -u)" -eq 0 ]; then
     chown -R postgres:postgres "$dir" && touch "$SERVICES_DIR/pgbouncer.log" && chown postgres:postgres "$SERVICES_DIR/pgbouncer.log" || return 1
@@ -255,7 +261,7 @@ services_start() {
   SERVICES_DIR="$(mktemp -d "${TMPDIR:-/tmp}/gatehouse-services.XXXXXX")" || return 1
   export SERVICES_DIR
   _services_log "data folder: $SERVICES_DIR"
-  if ! _services_start_postgres "$bindir" || ! _services_start_pgbouncer || ! _services_start_redis; then
+  if ! _services_start_postgres "$bindir" || ! _services_start_pgbouncer "$bindir" || ! _services_start_redis; then
     _services_dump_logs
     services_stop
     return 1

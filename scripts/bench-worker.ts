@@ -65,7 +65,7 @@ interface Tenant {
   marker: string;
 }
 
-async function seedTenant(base: string, mail: Awaited<ReturnType<typeof startMailCapture>>): Promise<Tenant> {
+export async function seedTenant(base: string, mail: Awaited<ReturnType<typeof startMailCapture>>): Promise<Tenant> {
   const email = `bench-${crypto.randomUUID().slice(0, 8)}@example.test`;
   const post = (path: string, body: unknown, cookie?: string) =>
     fetch(`${base}${path}`, { method: 'POST', headers: { origin: ORIGIN, 'content-type': 'application/json', ...(cookie ? { cookie } : {}) }, body: JSON.stringify(body) });

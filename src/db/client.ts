@@ -83,7 +83,14 @@ function withAcquireTimeout(sql: postgres.Sql, ms: number): postgres.Sql {
 }
 
 function postgresDialect(url: string, max: number, { runtime }: { runtime: boolean }): { dialect: Dialect; sql: postgres.Sql; end: () => Promise<void> } {
-  // Note: `fetch_types: false` hangs under kysely-postgres-js (seen while scouting); leave the default.
+  // `fetch_types: false` would hang here: kysely-postgres-js reserves every
+  // connection (sql.reserve()), and postgres.js 3.4.9 hands a reservation its
+  // connection only from the ReadyForQuery that follows the type fetch; with
+  // no fetch, a reservation that opened a new connection is never resolved
+  // (connection.js ReadyForQuery: `initial.reserve` is dropped without
+  // onopen()). A long-lived pool pays the fetch once per connection, so Node
+  // keeps the default; the Worker's driver (request-scoped.ts) does not
+  // reserve and fetches the types once per isolate.
   const sql = postgres(url, {
     max,
     idle_timeout: 30,
