@@ -41,6 +41,10 @@ const databaseUrl = z
 export const ConfigSchema = z.object({
   NODE_ENV: z.enum(['development', 'test', 'production']).optional().default('development'),
   PORT: int(4000, 1, 65535),
+  /** The Node listener's address: an IP address or a host name (default: loopback outside production). */
+  HOST: z
+    .union([z.ipv4(), z.ipv6(), z.hostname()], { message: 'must be an IP address or a host name' })
+    .optional(),
   LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error']).optional().default('info'),
 
   AUTH_SECRET: z.string().min(32, { message: 'must be at least 32 characters' }).optional(),
@@ -62,6 +66,11 @@ export const ConfigSchema = z.object({
   RATE_LIMIT_AUTH_TTL: int(60),
   RATE_LIMIT_AUTH_LIMIT: int(5),
   RATE_LIMIT_AUTH_BLOCK_DURATION: int(300, 0),
+  /** Sign-in attempts for one email (from any address) a window may spend on wrong passwords. */
+  RATE_LIMIT_ACCOUNT_LIMIT: int(10),
+  RATE_LIMIT_ACCOUNT_TTL: int(900),
+  /** Proxies that append to X-Forwarded-For in front of the service; 0 = the socket address. */
+  TRUSTED_PROXY_HOPS: int(1, 0, 32),
   /** Spec §8 rule 6: reserved, validated, no effect. */
   RATE_LIMIT_API_TTL: int(60),
   RATE_LIMIT_API_LIMIT: int(100),
@@ -104,6 +113,8 @@ export interface Config {
   /** True on Cloudflare Workers: treated as production for secrets whatever NODE_ENV says. */
   hosted: boolean;
   port: number;
+  /** Where the Node entry listens. */
+  host: string;
   logLevel: RawConfig['LOG_LEVEL'];
   auth: {
     secret: string;
@@ -119,7 +130,11 @@ export interface Config {
     storeTimeoutMs: number;
     global: { ttl: number; limit: number };
     auth: { ttl: number; limit: number; blockDuration: number };
+    /** Wrong-password sign-ins for one email, from any address (issue 14 item 6). */
+    account: { ttl: number; limit: number };
     api: { ttl: number; limit: number };
+    /** The client is the entry this many from the right of X-Forwarded-For; 0 = the socket address. */
+    trustedProxyHops: number;
   };
   email: { apiKey: string | null; apiUrl: string | null; from: string };
   cronSecret: string | null;
@@ -255,6 +270,8 @@ export function parseConfig(
     env: raw.NODE_ENV,
     hosted,
     port: raw.PORT,
+    // Loopback while developing: a laptop's service is not the network's.
+    host: raw.HOST ?? (production ? '0.0.0.0' : '127.0.0.1'),
     logLevel: raw.LOG_LEVEL,
     auth: {
       secret,
@@ -275,7 +292,9 @@ export function parseConfig(
       storeTimeoutMs: raw.RATE_LIMIT_STORE_TIMEOUT_MS,
       global: { ttl: raw.RATE_LIMIT_GLOBAL_TTL, limit: raw.RATE_LIMIT_GLOBAL_LIMIT },
       auth: { ttl: raw.RATE_LIMIT_AUTH_TTL, limit: raw.RATE_LIMIT_AUTH_LIMIT, blockDuration: raw.RATE_LIMIT_AUTH_BLOCK_DURATION },
+      account: { ttl: raw.RATE_LIMIT_ACCOUNT_TTL, limit: raw.RATE_LIMIT_ACCOUNT_LIMIT },
       api: { ttl: raw.RATE_LIMIT_API_TTL, limit: raw.RATE_LIMIT_API_LIMIT },
+      trustedProxyHops: raw.TRUSTED_PROXY_HOPS,
     },
     email: { apiKey: raw.EMAIL_API_KEY ?? null, apiUrl: raw.EMAIL_API_URL ?? null, from: raw.EMAIL_FROM },
     cronSecret: raw.CRON_SECRET ?? null,

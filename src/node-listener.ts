@@ -1,6 +1,9 @@
 import type { IncomingMessage, Server, ServerOptions, ServerResponse } from 'node:http';
 import type { ServerType } from '@hono/node-server';
+import { getConnInfo } from '@hono/node-server/conninfo';
+import type { Context } from 'hono';
 import type { Duplex } from 'node:stream';
+import { clientIpFromForwardedFor } from './middleware/rate-limit.js';
 import { DEFAULT_CSP_HOSTS, securityHeaderValues, type SecurityHeadersOptions } from './middleware/security-headers.js';
 
 /**
@@ -95,4 +98,13 @@ export function answerClientErrors(server: ServerType | Server, { csp = DEFAULT_
     } as ServerResponse['writeHead'];
     for (const listener of appListeners) listener.call(http1, req, res);
   });
+}
+
+/**
+ * The client address on Node (spec §8 rule 2, TRUSTED_PROXY_HOPS): the entry
+ * `hops` from the right of X-Forwarded-For, or the socket's peer when `hops`
+ * is 0 or the request carries no X-Forwarded-For.
+ */
+export function nodeClientIp(hops: number): (c: Context) => string | null {
+  return (c) => clientIpFromForwardedFor(c.req.header('x-forwarded-for'), hops) ?? getConnInfo(c).remote.address ?? null;
 }

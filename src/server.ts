@@ -1,14 +1,12 @@
 import { serve } from '@hono/node-server';
-import { getConnInfo } from '@hono/node-server/conninfo';
 import { createApp, listenForSessionStateChanges } from './app.js';
 import { ConfigError, parseConfig } from './config.js';
 import { createRateLimitStore, logConfigWarnings, openConfiguredDatabase } from './deps.js';
 import { migrateToLatest } from './db/migrate.js';
-import { clientIpFromForwardedFor } from './middleware/rate-limit.js';
 import { createLogger } from './logger.js';
 import { createBatchedStdioSink } from './node-log-sink.js';
 import { describeError } from './errors.js';
-import { answerClientErrors, LISTENER_OPTIONS } from './node-listener.js';
+import { answerClientErrors, LISTENER_OPTIONS, nodeClientIp } from './node-listener.js';
 
 /** Node entry: the one place that reads process.env. */
 async function main(): Promise<void> {
@@ -32,13 +30,13 @@ async function main(): Promise<void> {
   const app = createApp(
     { config, database, rateLimitStore: createRateLimitStore(config), logger },
     {
-      clientIp: (c) => clientIpFromForwardedFor(c.req.header('x-forwarded-for')) ?? getConnInfo(c).remote.address,
+      clientIp: nodeClientIp(config.rateLimit.trustedProxyHops),
       sessionStateCache: await listenForSessionStateChanges(database),
     },
   );
 
-  const server = serve({ fetch: app.fetch, port: config.port, hostname: '0.0.0.0', serverOptions: { ...LISTENER_OPTIONS } }, (info) => {
-    logger.info('server.listening', { port: info.port, engine: database.kind, env: config.env });
+  const server = serve({ fetch: app.fetch, port: config.port, hostname: config.host, serverOptions: { ...LISTENER_OPTIONS } }, (info) => {
+    logger.info('server.listening', { host: config.host, port: info.port, engine: database.kind, env: config.env });
   });
   answerClientErrors(server);
 

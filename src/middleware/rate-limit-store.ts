@@ -3,7 +3,7 @@ import { Redis } from '@upstash/redis';
 import type { Clock } from '../types.js';
 
 export interface RateLimitTier {
-  name: 'global' | 'auth' | 'api';
+  name: 'global' | 'auth' | 'account' | 'api';
   limit: number;
   /** Window length in seconds. */
   window: number;
@@ -28,9 +28,24 @@ export interface RateLimitStore {
   /** Unix milliseconds until which `identifier` is blocked in `tier`, or null. */
   blockedUntil(tier: RateLimitTier, identifier: string): Promise<number | null>;
   block(tier: RateLimitTier, identifier: string, until: number): Promise<void>;
+  /**
+   * Gives back one unit that `limit` counted in the window ending at `reset`
+   * (the decision's own reset): atomic, never below zero, and a no-op once
+   * that window is over, so a refund never pays into the next window.
+   */
+  refund(tier: RateLimitTier, identifier: string, reset: number): Promise<void>;
 }
 
 const PREFIX = 'gatehouse:rl';
+
+/** Decrements a window counter that still exists (one that expired stays gone: no key without a TTL is born). */
+const REFUND_SCRIPT = `
+local value = redis.call('GET', KEYS[1])
+if value and tonumber(value) > 0 then
+  return redis.call('DECR', KEYS[1])
+end
+return 0
+`;
 
 /** Counters in a Redis-compatible store over its REST protocol: the production store (spec §8 rule 3). */
 export function createUpstashStore(options: { url: string; token: string; timeoutMs: number; prefix?: string }): RateLimitStore {
@@ -65,6 +80,11 @@ export function createUpstashStore(options: { url: string; token: string; timeou
     return limiter;
   };
   const blockKey = (tier: RateLimitTier, identifier: string) => `${prefix}:${tier.name}:block:${identifier}`;
+  // @upstash/ratelimit's fixed window counts in `<prefix>:<identifier>:<bucket>`,
+  // bucket = floor(now / window); the window ending at `reset` is bucket reset/window - 1.
+  // The store contract test proves the refund lands on the library's counter.
+  const windowKey = (tier: RateLimitTier, identifier: string, reset: number) =>
+    `${prefix}:${tier.name}:${identifier}:${Math.round(reset / (tier.window * 1000)) - 1}`;
 
   return {
     kind: 'upstash',
@@ -80,6 +100,9 @@ export function createUpstashStore(options: { url: string; token: string; timeou
       // Milliseconds: a TTL rounded up to whole seconds would keep the block
       // up to a second past `until` (the in-memory store ends it at `until`).
       await redis.set(blockKey(tier, identifier), until, { px: Math.max(1, until - Date.now()) });
+    },
+    async refund(tier, identifier, reset) {
+      await redis.eval(REFUND_SCRIPT, [windowKey(tier, identifier, reset)], []);
     },
   };
 }
@@ -124,6 +147,10 @@ export function createMemoryStore(clock: Clock = () => new Date()): RateLimitSto
     },
     async block(tier, identifier, until) {
       blocks.set(`${tier.name}:${identifier}`, until);
+    },
+    async refund(tier, identifier, reset) {
+      const entry = windows.get(`${tier.name}:${identifier}:${Math.round(reset / (tier.window * 1000)) - 1}`);
+      if (entry && entry.reset > clock().getTime() && entry.count > 0) entry.count -= 1;
     },
   };
 }

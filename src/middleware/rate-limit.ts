@@ -4,7 +4,10 @@ import type { Config } from '../config.js';
 import type { AppEnv, Clock } from '../types.js';
 import type { RateLimitDecision, RateLimitStore, RateLimitTier } from './rate-limit-store.js';
 
-/** Spec §8: the auth-sensitive paths (each also covers the paths below it). */
+/**
+ * Spec §8: the auth-sensitive paths (each also covers the paths below it),
+ * plus the password oracle and the second-factor routes (issue 14 item 6).
+ */
 export const AUTH_SENSITIVE_PATHS = [
   '/api/auth/sign-in',
   '/api/auth/sign-up',
@@ -14,8 +17,13 @@ export const AUTH_SENSITIVE_PATHS = [
   '/api/auth/change-password',
   '/api/auth/verify-email',
   '/api/auth/send-verification-email',
+  '/api/auth/verify-password',
+  '/api/auth/two-factor',
   '/api/users/me/purge',
 ] as const;
+
+/** The one route that takes a password for an email: its failures count per account. */
+export const PASSWORD_SIGN_IN_PATH = '/api/auth/sign-in/email';
 
 /** Letter case, repeated slashes, `.` segments and a trailing slash never buy a fresh budget. */
 export function normalizePath(path: string): string {
@@ -38,20 +46,57 @@ export function isAuthSensitive(path: string): boolean {
 }
 
 /**
- * Spec §8 rule 2: one trusted proxy hop, so the right-most x-forwarded-for
- * entry (the one our proxy appended) is the client; entries to its left are
- * whatever the client chose to send.
+ * The client address from X-Forwarded-For behind `hops` trusted proxies, each
+ * of which appends the address it saw: the entry `hops` from the right (spec
+ * §8 rule 2: one hop, the right-most). Entries further left are whatever the
+ * client sent. 0 hops, or no header: null (the caller uses the socket).
+ *
+ * A header shorter than `hops` gives its left-most entry: every entry was
+ * then appended by a proxy (a client-sent entry would have made it longer),
+ * so the left-most is the address the outermost proxy that handled the
+ * request saw. A client able to skip a proxy could as well send a longer
+ * header, so falling back to the socket (one proxy address shared by every
+ * such client, one budget for all of them) would buy no safety.
  */
-export function clientIpFromForwardedFor(header: string | undefined): string | null {
-  if (!header) return null;
+export function clientIpFromForwardedFor(header: string | undefined, hops = 1): string | null {
+  if (!header || hops <= 0) return null;
   const entries = header.split(',').map((entry) => entry.trim()).filter(Boolean);
-  return entries.at(-1) ?? null;
+  if (entries.length === 0) return null;
+  return entries[Math.max(0, entries.length - hops)]!;
+}
+
+/** SHA-256 hex of the trimmed, lower-cased email: the store never holds an address. */
+export async function accountKey(email: string): Promise<string> {
+  const digest = await crypto.subtle.digest('SHA-256', new TextEncoder().encode(email.trim().toLowerCase()));
+  return `email:${[...new Uint8Array(digest)].map((byte) => byte.toString(16).padStart(2, '0')).join('')}`;
+}
+
+/**
+ * The email a password sign-in names, read from a copy of the body (the
+ * limiter runs before the JSON checks: anything malformed is no email, and
+ * the request is refused further on).
+ */
+async function signInEmail(c: Context<AppEnv>): Promise<string | null> {
+  let text: string;
+  try {
+    text = await c.req.raw.clone().text();
+  } catch {
+    return null;
+  }
+  let email: unknown;
+  try {
+    email = (JSON.parse(text) as { email?: unknown } | null)?.email;
+  } catch {
+    // A form body, should anything in front of the library ever accept one.
+    if (/^application\/x-www-form-urlencoded/i.test(c.req.header('content-type') ?? '')) email = new URLSearchParams(text).get('email');
+  }
+  return typeof email === 'string' && email.trim() !== '' ? email : null;
 }
 
 export interface RateLimitOptions {
   config: Config['rateLimit'];
   store: RateLimitStore;
-  /** The client address; by default the right-most x-forwarded-for entry (the entry passes one that knows its platform). */
+  /** The client address; by default X-Forwarded-For behind `config.trustedProxyHops` (the entry passes one that knows its platform and socket). */
   clientIp?: (c: Context<AppEnv>) => string | null | undefined;
   /** The signed-in user's id, when it can be known without touching the database. */
   identifyUser?: (c: Context<AppEnv>) => Promise<string | null> | string | null;
@@ -59,14 +104,52 @@ export interface RateLimitOptions {
 }
 
 /**
- * Spec §8 "Rate limiting": the global tier on every route, the auth tier
- * (with its block) on the auth-sensitive paths. Headers on 429 only. When the
- * store does not answer, the auth tier fails closed (503) and the global tier
- * fails open with an error log (README "Rate limiting").
+ * Spec §8 "Rate limiting": the global tier on every route (keyed by user when
+ * signed in, else by address), the auth tier (with its block) on the
+ * auth-sensitive paths, and per-account failures of password sign-in.
+ *
+ * The auth tier always counts the client address, whatever cookie comes
+ * along: a session of an account the caller owns buys no attempts from a
+ * blocked address. When the request also carries a session (change-password,
+ * verify-password, purge, two-factor management) it counts against the user
+ * too, so changing address buys nothing either; both must have budget.
+ *
+ * Password sign-in reserves one attempt in the account tier before it runs
+ * and gives it back unless it was answered 401: wrong passwords for one
+ * email, from any number of addresses, at once or in turn, stop at the limit
+ * until the window ends. A success does not clear earlier failures.
+ *
+ * Headers on 429 only. When the store does not answer, the auth and account
+ * checks fail closed (503) and the global tier fails open with an error log
+ * (README "Rate limiting").
  */
-export function rateLimit({ config, store, clientIp = (c) => clientIpFromForwardedFor(c.req.header('x-forwarded-for')), identifyUser, clock = () => new Date() }: RateLimitOptions): MiddlewareHandler<AppEnv> {
+export function rateLimit({
+  config,
+  store,
+  clientIp = (c) => clientIpFromForwardedFor(c.req.header('x-forwarded-for'), config.trustedProxyHops),
+  identifyUser,
+  clock = () => new Date(),
+}: RateLimitOptions): MiddlewareHandler<AppEnv> {
   const globalTier: RateLimitTier = { name: 'global', limit: config.global.limit, window: config.global.ttl };
   const authTier: RateLimitTier = { name: 'auth', limit: config.auth.limit, window: config.auth.ttl };
+  const accountTier: RateLimitTier = { name: 'account', limit: config.account.limit, window: config.account.ttl };
+
+  /** One identity's auth-tier decision: the refusal to answer with, or null. */
+  const authRefusal = async (identity: string): Promise<Pick<RateLimitDecision, 'limit' | 'remaining' | 'reset'> | null> => {
+    const blockedUntil = await store.blockedUntil(authTier, identity);
+    if (blockedUntil !== null) return { limit: authTier.limit, remaining: 0, reset: blockedUntil };
+    const decision = await store.limit(authTier, identity);
+    if (decision.success) return null;
+    const until = clock().getTime() + config.auth.blockDuration * 1000;
+    if (config.auth.blockDuration > 0) await store.block(authTier, identity, until);
+    return { ...decision, reset: Math.max(until, decision.reset) };
+  };
+
+  const failClosed = (c: Context<AppEnv>, tier: string, error: unknown): never => {
+    if (error instanceof ApiError) throw error;
+    c.get('logger')?.error('rate_limit.store_failed', { tier, error: String((error as Error)?.message ?? error) });
+    throw new ApiError('SERVICE_UNAVAILABLE', 'Rate limiting is unavailable; try again shortly');
+  };
 
   return async function rateLimitMiddleware(c, next) {
     const ip = clientIp(c) ?? 'unknown';
@@ -74,34 +157,45 @@ export function rateLimit({ config, store, clientIp = (c) => clientIpFromForward
     if (!config.enabled || c.req.method === 'OPTIONS') return next();
 
     const userId = identifyUser ? await identifyUser(c) : null;
-    const identity = userId ? `user:${userId}` : `ip:${ip}`;
-    const logger = c.get('logger');
 
     if (isAuthSensitive(c.req.path)) {
+      const identities = userId ? [`ip:${ip}`, `user:${userId}`] : [`ip:${ip}`];
       try {
-        const blockedUntil = await store.blockedUntil(authTier, identity);
-        if (blockedUntil !== null) throw tooMany({ limit: authTier.limit, remaining: 0, reset: blockedUntil }, clock());
-        const decision = await store.limit(authTier, identity);
-        if (!decision.success) {
-          const until = clock().getTime() + config.auth.blockDuration * 1000;
-          if (config.auth.blockDuration > 0) await store.block(authTier, identity, until);
-          throw tooMany({ ...decision, reset: Math.max(until, decision.reset) }, clock());
-        }
+        const refusals = (await Promise.all(identities.map(authRefusal))).filter((refusal) => refusal !== null);
+        if (refusals.length > 0) throw tooMany({ ...refusals[0]!, reset: Math.max(...refusals.map((refusal) => refusal.reset)) }, clock());
       } catch (error) {
-        if (error instanceof ApiError) throw error;
-        logger?.error('rate_limit.store_failed', { tier: 'auth', error: String((error as Error)?.message ?? error) });
-        throw new ApiError('SERVICE_UNAVAILABLE', 'Rate limiting is unavailable; try again shortly');
+        failClosed(c, 'auth', error);
       }
     }
 
     let decision: RateLimitDecision | null = null;
     try {
-      decision = await store.limit(globalTier, identity);
+      decision = await store.limit(globalTier, userId ? `user:${userId}` : `ip:${ip}`);
     } catch (error) {
-      logger?.error('rate_limit.store_failed', { tier: 'global', failOpen: true, error: String((error as Error)?.message ?? error) });
+      c.get('logger')?.error('rate_limit.store_failed', { tier: 'global', failOpen: true, error: String((error as Error)?.message ?? error) });
     }
     if (decision && !decision.success) throw tooMany(decision, clock());
-    return next();
+
+    const email = c.req.method === 'POST' && normalizePath(c.req.path) === PASSWORD_SIGN_IN_PATH ? await signInEmail(c) : null;
+    if (!email) return next();
+    const account = await accountKey(email);
+    let reservation: RateLimitDecision;
+    try {
+      reservation = await store.limit(accountTier, account);
+    } catch (error) {
+      return failClosed(c, 'account', error);
+    }
+    if (!reservation.success) throw tooMany(reservation, clock());
+    try {
+      await next();
+    } finally {
+      if (c.res.status !== 401) {
+        await store.refund(accountTier, account, reservation.reset).catch((error: unknown) => {
+          // The attempt stays counted: a lost refund errs on the side of the account.
+          c.get('logger')?.error('rate_limit.store_failed', { tier: 'account', refund: true, error: String((error as Error)?.message ?? error) });
+        });
+      }
+    }
   };
 }
 

@@ -449,6 +449,7 @@ describe('the middleware on its own', () => {
       limit: (tier, id) => (calls.push(`limit:${tier.name}`), inner.limit(tier, id)),
       blockedUntil: (tier, id) => (calls.push(`blockedUntil:${tier.name}`), inner.blockedUntil(tier, id)),
       block: (tier, id, until) => (calls.push(`block:${tier.name}`), inner.block(tier, id, until)),
+      refund: (tier, id, reset) => (calls.push(`refund:${tier.name}`), inner.refund(tier, id, reset)),
     };
     const app = new Hono<AppEnv>();
     app.use('*', rateLimit({ config: config.rateLimit, store }));
@@ -483,6 +484,9 @@ describe('when the rate-limit store fails', () => {
       throw new Error('store down');
     },
     block: async () => {
+      throw new Error('store down');
+    },
+    refund: async () => {
       throw new Error('store down');
     },
   };
