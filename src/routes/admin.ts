@@ -86,10 +86,20 @@ export function adminRoutes({ db }: { db: Kysely<DB> }) {
       const { id } = c.req.valid('param');
       const { role } = c.req.valid('json');
       const changed = await db.transaction().execute(async (trx) => {
-        // Lock the row: two concurrent changes are audited in the order they apply.
+        // Every superadmin row first, in one order, then the target's: two
+        // superadmins demoting each other at once queue on the same locks,
+        // and the second re-reads the rows the first changed (so it counts
+        // one superadmin, not two). Concurrent changes are audited in the
+        // order they apply.
+        const superadmins = await trx.selectFrom('users').select('id').where('role', '=', 'superadmin').orderBy('id').forUpdate().execute();
         const current = await trx.selectFrom('users').select(['id', 'role']).where('id', '=', id).forUpdate().executeTakeFirst();
         if (!current) throw new ApiError('NOT_FOUND', 'User not found');
         if (current.role === role) return current;
+        // Like the last Owner of an organization (API.md 409 OWNERSHIP_CONSTRAINT):
+        // only the command line can make a superadmin, so none must be left without one.
+        if (current.role === 'superadmin' && superadmins.length <= 1) {
+          throw new ApiError('OWNERSHIP_CONSTRAINT', 'The last superadmin cannot be demoted');
+        }
         await trx.updateTable('users').set({ role, updated_at: new Date() }).where('id', '=', id).execute();
         await recordAudit(trx, {
           action: 'user.role_changed',

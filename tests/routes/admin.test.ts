@@ -312,3 +312,83 @@ describe('platform admin routes', () => {
     });
   });
 });
+
+describe('the last superadmin (issue 14 item 9)', () => {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await createTestApp();
+  });
+  afterAll(() => t.close());
+
+  const patch = (jar: SignedInUser['jar'], id: string, role: string) => call(t, `/api/admin/users/${id}/role`, { method: 'PATCH', jar, body: { role } });
+  const superadminIds = async () =>
+    (await t.db.selectFrom('users').select('id').where('role', '=', 'superadmin').execute()).map((row) => row.id).sort();
+
+  /** A database with exactly these superadmins (earlier cases' ones demoted by the owner). */
+  async function onlySuperadmins(count: number): Promise<SignedInUser[]> {
+    await t.database.withOwner((owner) => owner.updateTable('users').set({ role: 'user' }).where('role', '=', 'superadmin').execute());
+    const users: SignedInUser[] = [];
+    for (let i = 0; i < count; i++) {
+      const user = await signedInUser(t);
+      await setRole(t, user.id, 'superadmin');
+      users.push(user);
+    }
+    return users;
+  }
+
+  it('cannot demote themself: 409 OWNERSHIP_CONSTRAINT, role kept, nothing audited', async () => {
+    const [only] = await onlySuperadmins(1);
+    for (const role of ['admin', 'user']) {
+      const res = await patch(only!.jar, only!.id, role);
+      expect(res.status, role).toBe(409);
+      expect(await res.json()).toEqual({ code: 'OWNERSHIP_CONSTRAINT', message: expect.any(String) });
+    }
+    expect(await superadminIds()).toEqual([only!.id]);
+    expect(await roleChangesOf(t, only!.id)).toEqual([]);
+    // Still a superadmin: the same role again is a no-op 200, and other users can be changed.
+    expect((await patch(only!.jar, only!.id, 'superadmin')).status).toBe(200);
+    const other = await signedInUser(t);
+    expect((await patch(only!.jar, other.id, 'admin')).status).toBe(200);
+  });
+
+  it('with two, one may demote the other or themself; then the one left cannot', async () => {
+    const [a, b] = await onlySuperadmins(2);
+    expect((await patch(a!.jar, b!.id, 'admin')).status).toBe(200);
+    expect(await superadminIds()).toEqual([a!.id]);
+    const res = await patch(a!.jar, a!.id, 'user');
+    expect(res.status).toBe(409);
+    expect(await res.json()).toMatchObject({ code: 'OWNERSHIP_CONSTRAINT' });
+
+    const [c, d] = await onlySuperadmins(2);
+    expect((await patch(c!.jar, c!.id, 'admin')).status).toBe(200);
+    expect(await superadminIds()).toEqual([d!.id]);
+    expect((await patch(d!.jar, d!.id, 'admin')).status).toBe(409);
+    expect(await superadminIds()).toEqual([d!.id]);
+  });
+
+  it('two superadmins demoting each other at once: one succeeds, the other gets 409, one superadmin is left', async () => {
+    for (let round = 0; round < 3; round++) {
+      const [a, b] = await onlySuperadmins(2);
+      const responses = await Promise.all([patch(a!.jar, b!.id, 'admin'), patch(b!.jar, a!.id, 'admin')]);
+      // The loser is refused by the count (409), or by the guard (403) when the
+      // winner's change was committed before the loser's session was read.
+      const statuses = responses.map((res) => res.status).sort();
+      expect(statuses[0]).toBe(200);
+      expect([403, 409]).toContain(statuses[1]);
+      const left = await superadminIds();
+      expect(left).toHaveLength(1);
+      // The one who succeeded is the one left.
+      const winner = responses[0]!.status === 200 ? a! : b!;
+      expect(left).toEqual([winner.id]);
+    }
+  });
+
+  it('two superadmins demoting themselves at once: one succeeds, the other gets 409', async () => {
+    const [a, b] = await onlySuperadmins(2);
+    const responses = await Promise.all([patch(a!.jar, a!.id, 'user'), patch(b!.jar, b!.id, 'user')]);
+    const statuses = responses.map((res) => res.status).sort();
+    expect(statuses[0]).toBe(200);
+    expect([403, 409]).toContain(statuses[1]);
+    expect(await superadminIds()).toHaveLength(1);
+  });
+});
