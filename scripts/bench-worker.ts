@@ -247,6 +247,8 @@ export async function runWorkerBench(options: WorkerBenchOptions): Promise<{ row
         setupRequest: (req, context) => ({ ...req, path: `/api/roles/${String((context as Record<string, unknown>).roleId)}` }),
       },
     ]);
+    // workerd's complaints about promises or I/O crossing requests (there should be none).
+    notes.crossRequestWarnings = (worker.log().match(/different request|Cannot perform I\/O on behalf/g) ?? []).length;
     await worker.stop();
     worker = undefined;
     // pg_stat_database counts a session when its backend reports; idle backends report within ~10 s.

@@ -21,16 +21,19 @@ import { migrateToLatest } from '../src/db/migrate.js';
 import { openDatabase } from '../src/db/open.js';
 import { createMemoryLogger } from '../src/logger.js';
 import { createMemoryStore } from '../src/middleware/rate-limit-store.js';
+import { runWorkerBench } from './bench-worker.js';
 
 const args = new Map<string, string>();
 for (let i = 2; i < process.argv.length; i += 2) args.set(process.argv[i]!.replace(/^--/, ''), process.argv[i + 1] ?? '');
 const DURATION = Number(args.get('duration') ?? 10);
 const CONNECTIONS = Number(args.get('connections') ?? 50);
 const WARMUP = Number(args.get('warmup') ?? 2);
-/** --only <scenario name> (health, session, session-db, roles, roles-write, sign-in, api-key, rl-memory, rl-redis): run just that one beside the ceiling. */
+/** --only <scenario name> (health, session, session-db, roles, roles-write, sign-in, api-key, rl-memory, rl-redis): run just that one beside the ceiling; --only worker: the Worker's scenarios alone. */
 const ONLY = args.get('only');
 /** --profile <dir>: the service processes write V8 CPU profiles there (node --cpu-prof), to read what bounds a scenario. */
 const PROFILE = args.get('profile');
+/** --worker-connections <n> (default 10): autocannon's connections for the Worker's scenarios (scripts/bench-worker.ts). */
+const WORKER_CONNECTIONS = Number(args.get('worker-connections') ?? 10);
 const SECRET = `bench-${crypto.randomUUID()}-${crypto.randomUUID()}`;
 const ORIGIN = 'http://localhost:3000';
 const PASSWORD = 'correct horse battery staple';
@@ -223,7 +226,25 @@ async function workerBundleGzipKiB(): Promise<number | null> {
   }
 }
 
+/** The Worker's scenarios in workerd beside a bare Hono worker (scripts/bench-worker.ts); needs .ci/services.sh's servers. */
+async function workerScenarios(notes: Record<string, unknown>): Promise<void> {
+  console.error('Worker scenarios (wrangler dev, PostgreSQL through PgBouncer)…');
+  const worker = await runWorkerBench({ duration: DURATION, connections: WORKER_CONNECTIONS, warmup: WARMUP });
+  if ('skipped' in worker) {
+    notes.worker = worker.skipped;
+    console.error(worker.skipped);
+    return;
+  }
+  console.table(worker.rows);
+  notes.worker = worker;
+}
+
 async function main() {
+  if (ONLY === 'worker') {
+    const notes: Record<string, unknown> = { durationSeconds: DURATION, warmupSeconds: WARMUP, node: process.version };
+    await workerScenarios(notes);
+    return finish('worker', notes, []);
+  }
   const dataDir = await mkdtemp(join(tmpdir(), 'gatehouse-bench-'));
   process.once('exit', () => rmSync(dataDir, { recursive: true, force: true }));
   const databaseUrl = process.env.DATABASE_URL ?? `pglite://${join(dataDir, 'db')}`;
@@ -365,6 +386,7 @@ async function main() {
   notes.startupMs = startup;
 
   notes.workerBundleGzipKiB = await workerBundleGzipKiB();
+  await workerScenarios(notes);
 
   await finish(engine, notes, results);
 }
