@@ -1,0 +1,460 @@
+/**
+ * Two instances of the real Node entry (`src/server.ts` under tsx, as `npm
+ * start` runs it), each its own process, on ONE PostgreSQL database and ONE
+ * rate-limit store (the Upstash-protocol test server over the real Redis).
+ *
+ * Each process keeps its own session-state cache (src/auth/session-state-cache.ts),
+ * cleared by `NOTIFY gatehouse_session_state` (migrations/0005) on its LISTEN
+ * connection. What this file proves is that a change made through instance A
+ * bites on the very next request through instance B, whose cache was warmed
+ * just before by reading through it:
+ *
+ *   1. a revoked session (revoke-sessions from another session; sign-out of the same one),
+ *   2. a member's role change (admin -> viewer),
+ *   3. a member's removal,
+ *
+ * and that the instances share what must be shared:
+ *
+ *   4. the auth-tier budget of one client address (3 failures on A + 2 on B exhaust it),
+ *   5. the purge job run on both at the same moment: each due account purged once.
+ *
+ * Everything goes through HTTP as a client sends it (Origin = APP_URL, a
+ * cookie jar, the mailed links read from the instances' development-email
+ * log lines). The owner connection only inspects (and creates/drops the database).
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import postgres from 'postgres';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openPostgres } from '../../src/db/client.js';
+import { migrateToLatest } from '../../src/db/migrate.js';
+import { CookieJar } from '../support/http.js';
+import { eachLine, freePort } from '../support/process.js';
+import { testServers, withDatabaseName } from '../support/servers.js';
+import { startUpstashServer, type UpstashServer } from '../support/upstash-server.js';
+
+const ORIGIN = 'http://localhost:3000';
+const PASSWORD = 'correct horse battery staple';
+const CRON_SECRET = `cron-${crypto.randomUUID()}`;
+const START_TIMEOUT_MS = 150_000;
+/** This run's addresses: unique, so the shared Redis (fixed key prefix `gatehouse:rl`) never mixes runs. */
+const RUN = crypto.randomUUID().replaceAll('-', '').slice(0, 8);
+let addressCount = 0;
+function freshAddress(): string {
+  addressCount += 1;
+  return `2001:db8:${RUN.slice(0, 4)}:${RUN.slice(4)}::${addressCount.toString(16)}`;
+}
+
+interface Answer {
+  status: number;
+  body: any;
+  text: string;
+  headers: Headers;
+}
+
+interface RequestOptions {
+  method?: string;
+  body?: unknown;
+  jar?: CookieJar;
+  /** A raw Cookie header (replayed cookies of a jar that has since signed out). */
+  cookie?: string;
+  ip: string;
+  headers?: Record<string, string>;
+}
+
+interface Instance {
+  name: string;
+  port: number;
+  child: ChildProcess;
+  /** Every JSON log line the process printed (stdout and stderr). */
+  lines: Record<string, any>[];
+  request(path: string, options: RequestOptions): Promise<Answer>;
+  stop(): Promise<void>;
+}
+
+/** `src/server.ts` in a child process of its own, as `npm start` runs it; resolves once it logs server.listening. */
+async function startInstance(name: string, env: Record<string, string>): Promise<Instance> {
+  const port = await freePort();
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/server.ts'], {
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', PORT: String(port), ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const lines: Record<string, any>[] = [];
+  const raw: string[] = [];
+  eachLine(child, (line) => {
+    try {
+      lines.push(JSON.parse(line));
+    } catch {
+      raw.push(line);
+    }
+  });
+  const started = Date.now();
+  while (!lines.some((line) => line.event === 'server.listening')) {
+    if (child.exitCode !== null || child.signalCode !== null || Date.now() - started > START_TIMEOUT_MS) {
+      child.kill('SIGKILL');
+      throw new Error(`instance ${name} did not start (exit ${child.exitCode}): ${JSON.stringify(lines.slice(-5))} ${raw.slice(-10).join('\n')}`);
+    }
+    await sleep(100);
+  }
+  return {
+    name,
+    port,
+    child,
+    lines,
+    async request(path, options) {
+      const { method = options.body === undefined ? 'GET' : 'POST', body, jar } = options;
+      const headers: Record<string, string> = { origin: ORIGIN, 'x-forwarded-for': options.ip, ...options.headers };
+      if (body !== undefined) headers['content-type'] = 'application/json';
+      const cookie = options.cookie ?? jar?.header();
+      if (cookie) headers.cookie = cookie;
+      const response = await fetch(`http://127.0.0.1:${port}${path}`, {
+        method,
+        headers,
+        body: body === undefined ? undefined : JSON.stringify(body),
+        redirect: 'manual',
+        signal: AbortSignal.timeout(30_000),
+      });
+      const text = await response.text();
+      jar?.store(response);
+      let parsed: any = text;
+      try {
+        parsed = text ? JSON.parse(text) : null;
+      } catch {
+        // not JSON (a redirect's empty body, HTML): keep the text
+      }
+      return { status: response.status, body: parsed, text, headers: response.headers };
+    },
+    stop: () =>
+      new Promise<void>((resolve) => {
+        if (child.exitCode !== null || child.signalCode !== null) return resolve();
+        child.once('exit', () => resolve());
+        child.kill('SIGTERM');
+        setTimeout(() => child.kill('SIGKILL'), 10_000).unref();
+      }),
+  };
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/** The status must be `status`; the message carries the answer when it is not. */
+function expectAnswer(answer: Answer, status: number): any {
+  expect(answer.status, `${answer.status} ${answer.text.slice(0, 300)}`).toBe(status);
+  return answer.body;
+}
+
+function expectError(answer: Answer, status: number, code: string): void {
+  expect({ status: answer.status, code: answer.body?.code }, answer.text.slice(0, 300)).toEqual({ status, code });
+}
+
+/** The path and query of the link in the newest mail `via` logged to `email` whose subject matches. */
+async function mailedPath(via: Instance, email: string, subject: RegExp): Promise<string> {
+  for (let i = 0; i < 200; i += 1) {
+    const mail = via.lines.filter((line) => line.event === 'email' && line.to === email && subject.test(String(line.subject))).at(-1);
+    const link = mail && /https?:\/\/\S+/.exec(String(mail.text))?.[0];
+    if (link) {
+      const url = new URL(link);
+      return `${url.pathname}${url.search}`;
+    }
+    await sleep(50);
+  }
+  throw new Error(`${via.name} logged no mail "${subject}" to ${email}`);
+}
+
+interface User {
+  email: string;
+  id: string;
+  /** This user's client address (X-Forwarded-For), so the global tier never counts two users together. */
+  ip: string;
+  jar: CookieJar;
+}
+
+async function signIn(via: Instance, user: Pick<User, 'email' | 'ip'>): Promise<{ id: string; jar: CookieJar }> {
+  const jar = new CookieJar();
+  const answer = await via.request('/api/auth/sign-in/email', { body: { email: user.email, password: PASSWORD }, jar, ip: user.ip });
+  const body = expectAnswer(answer, 200);
+  return { id: body.user.id, jar };
+}
+
+/** Sign-up through `via`, the verification link it mailed, sign-in. */
+async function newUser(via: Instance, label: string): Promise<User> {
+  const email = `${label}-${RUN}-${crypto.randomUUID().slice(0, 8)}@example.test`;
+  const ip = freshAddress();
+  expectAnswer(await via.request('/api/auth/sign-up/email', { body: { email, password: PASSWORD, name: label }, ip }), 200);
+  const verified = await via.request(await mailedPath(via, email, /verif/i), { ip });
+  expect([200, 302], verified.text.slice(0, 200)).toContain(verified.status);
+  const { id, jar } = await signIn(via, { email, ip });
+  return { email, id, ip, jar };
+}
+
+/** A new organization created by `owner` through `via`, made its active one. */
+async function newOrganization(via: Instance, owner: User): Promise<string> {
+  const slug = `org-${RUN}-${crypto.randomUUID().slice(0, 8)}`;
+  const created = expectAnswer(await via.request('/api/auth/organization/create', { body: { name: slug, slug }, jar: owner.jar, ip: owner.ip }), 200);
+  expectAnswer(await via.request('/api/auth/organization/set-active', { body: { organizationId: created.id }, jar: owner.jar, ip: owner.ip }), 200);
+  return created.id as string;
+}
+
+/** The real invitation flow: `owner` invites through `ownerVia`, `member` accepts through `memberVia` and makes it active. The membership id. */
+async function join(organizationId: string, owner: User, ownerVia: Instance, member: User, memberVia: Instance, role: string): Promise<string> {
+  expectAnswer(await ownerVia.request('/api/auth/organization/invite-member', { body: { email: member.email, role, organizationId }, jar: owner.jar, ip: owner.ip }), 200);
+  const invitationId = (await mailedPath(ownerVia, member.email, /^Join /)).split('/').at(-1)!.split('?')[0]!;
+  const accepted = expectAnswer(await memberVia.request('/api/auth/organization/accept-invitation', { body: { invitationId }, jar: member.jar, ip: member.ip }), 200);
+  expectAnswer(await memberVia.request('/api/auth/organization/set-active', { body: { organizationId }, jar: member.jar, ip: member.ip }), 200);
+  return accepted.member.id as string;
+}
+
+describe('two Node instances on one PostgreSQL and one Redis', { timeout: 180_000 }, () => {
+  let databaseName: string;
+  let ownerUrl: string;
+  let owner: postgres.Sql;
+  let upstash: UpstashServer;
+  let a: Instance;
+  let b: Instance;
+
+  beforeAll(async () => {
+    const servers = testServers();
+    if (!servers) throw new Error('runs only in the integration suite (TEST_PG_URL, TEST_PG_APP_URL, TEST_REDIS_URL)');
+    databaseName = `gatehouse_multi_${crypto.randomUUID().replaceAll('-', '')}`;
+    const admin = postgres(servers.pgUrl, { max: 1, onnotice: () => {} });
+    await admin.unsafe(`create database "${databaseName}"`);
+    await admin.end();
+    ownerUrl = withDatabaseName(servers.pgUrl, databaseName);
+    const appUrl = withDatabaseName(servers.pgAppUrl, databaseName);
+
+    // Migrated once, before either instance starts (both run with MIGRATE_ON_START=false).
+    const migrating = await openPostgres({ url: appUrl, migrationUrl: ownerUrl, poolMax: 1 });
+    try {
+      await migrateToLatest(migrating);
+    } finally {
+      await migrating.close();
+    }
+    owner = postgres(ownerUrl, { max: 2, onnotice: () => {} });
+
+    const token = crypto.randomUUID();
+    upstash = await startUpstashServer({ redisUrl: servers.redisUrl, token });
+    const env = {
+      NODE_ENV: 'test',
+      LOG_LEVEL: 'info',
+      // One secret for both: a cookie signed by one instance is read by the other.
+      AUTH_SECRET: `multi-instance-${crypto.randomUUID()}-${crypto.randomUUID()}`,
+      DATABASE_URL: appUrl,
+      DATABASE_MIGRATION_URL: ownerUrl,
+      MIGRATE_ON_START: 'false',
+      KV_REST_API_URL: upstash.url,
+      KV_REST_API_TOKEN: token,
+      RATE_LIMIT_ENABLED: 'true',
+      // Every user has an address (and, signed in, an id) of its own; the
+      // global tier is raised so no case meets it, the auth tier is the spec's.
+      RATE_LIMIT_GLOBAL_LIMIT: '100000',
+      RATE_LIMIT_AUTH_LIMIT: '5',
+      RATE_LIMIT_AUTH_TTL: '60',
+      RATE_LIMIT_AUTH_BLOCK_DURATION: '300',
+      CRON_SECRET,
+      // Scheduling deletion makes the account due at once (case 5).
+      ACCOUNT_DELETION_GRACE_DAYS: '0',
+    };
+    [a, b] = await Promise.all([startInstance('A', env), startInstance('B', env)]);
+  }, 2 * START_TIMEOUT_MS + 60_000);
+
+  afterAll(async () => {
+    await Promise.all([a?.stop(), b?.stop()]);
+    await upstash?.close().catch(() => {});
+    await owner?.end({ timeout: 1 }).catch(() => {});
+    if (databaseName) {
+      const servers = testServers()!;
+      const dropper = postgres(servers.pgUrl, { max: 1, onnotice: () => {} });
+      await dropper.unsafe(`drop database if exists "${databaseName}" with (force)`).catch(() => {});
+      await dropper.end();
+    }
+  }, 60_000);
+
+  it('runs two processes of the real entry on the PostgreSQL server and the shared store', () => {
+    expect(a.child.pid).not.toBe(b.child.pid);
+    for (const instance of [a, b]) {
+      expect(instance.lines.find((line) => line.event === 'server.listening')).toMatchObject({ engine: 'postgres', env: 'test', port: instance.port });
+      // No instance fell back to its own in-memory counters.
+      expect(instance.lines.filter((line) => line.event === 'config.rate_limit_memory_store')).toEqual([]);
+    }
+  });
+
+  describe('a revoked session', () => {
+    it('revoke-sessions through A (from another session of the user): the next request through B is signed out', async () => {
+      const user = await newUser(a, 'revoked');
+      await newOrganization(a, user);
+      const other = await signIn(a, user);
+
+      // B reads the session (twice: the second answer comes from its warm cache).
+      for (let i = 0; i < 2; i += 1) {
+        const session = expectAnswer(await b.request('/api/session', { jar: user.jar, ip: user.ip }), 200);
+        expect(session?.user?.id).toBe(user.id);
+        expectAnswer(await b.request('/api/roles', { jar: user.jar, ip: user.ip }), 200);
+      }
+
+      expectAnswer(await a.request('/api/auth/revoke-sessions', { body: {}, jar: other.jar, ip: user.ip }), 200);
+
+      expect(expectAnswer(await b.request('/api/session', { jar: user.jar, ip: user.ip }), 200)).toBeNull();
+      expectError(await b.request('/api/roles', { jar: user.jar, ip: user.ip }), 401, 'UNAUTHORIZED');
+      // The session that revoked them all is gone too.
+      expectError(await b.request('/api/roles', { jar: other.jar, ip: user.ip }), 401, 'UNAUTHORIZED');
+    });
+
+    it('sign-out through A: the same cookies replayed on B are signed out on the next request', async () => {
+      const user = await newUser(a, 'signout');
+      await newOrganization(a, user);
+      const cookies = user.jar.header();
+
+      const session = expectAnswer(await b.request('/api/session', { cookie: cookies, ip: user.ip }), 200);
+      expect(session?.user?.id).toBe(user.id);
+      expectAnswer(await b.request('/api/roles', { cookie: cookies, ip: user.ip }), 200);
+      expectAnswer(await b.request('/api/roles', { cookie: cookies, ip: user.ip }), 200);
+
+      expectAnswer(await a.request('/api/auth/sign-out', { body: {}, jar: user.jar, ip: user.ip }), 200);
+
+      // The first request through B, with the cookies as they were before the sign-out
+      // (the library's signed cookie cache among them, valid for minutes yet).
+      expectError(await b.request('/api/roles', { cookie: cookies, ip: user.ip }), 401, 'UNAUTHORIZED');
+      expect(expectAnswer(await b.request('/api/session', { cookie: cookies, ip: user.ip }), 200)).toBeNull();
+    });
+  });
+
+  it("a member's role change through A (admin -> viewer) bites on the member's next request through B", async () => {
+    const boss = await newUser(a, 'owner');
+    const organizationId = await newOrganization(a, boss);
+    const member = await newUser(b, 'admin');
+    const memberId = await join(organizationId, boss, a, member, b, 'admin');
+    const roles = expectAnswer(await a.request('/api/roles', { jar: boss.jar, ip: boss.ip }), 200) as { id: string; slug: string; permissions: string[] }[];
+    const admin = roles.find((role) => role.slug === 'admin')!;
+    const viewer = roles.find((role) => role.slug === 'viewer')!;
+    expect(viewer.permissions).not.toContain('roles:write');
+
+    // As an Admin, through B: roles:write is held and used.
+    expectAnswer(await b.request('/api/roles', { body: { name: `Ops ${RUN} one`, description: 'made by an admin', permissions: ['roles:read'] }, jar: member.jar, ip: member.ip }), 201);
+    // Warm B's cache with reads (a POST clears the instance's own cache when it ends).
+    const before = expectAnswer(await b.request('/api/session', { jar: member.jar, ip: member.ip }), 200);
+    expect(before.session.activeOrganizationId).toBe(organizationId);
+    expect(before.permissions).toContain('roles:write');
+    expectAnswer(await b.request('/api/roles', { jar: member.jar, ip: member.ip }), 200);
+
+    const changed = expectAnswer(await a.request(`/api/admin/members/${memberId}`, { method: 'PATCH', body: { roleId: viewer.id }, jar: boss.jar, ip: boss.ip }), 200);
+    expect(changed).toEqual({ memberId, roleId: viewer.id, previousRoleId: admin.id });
+
+    // The very next request through B.
+    const refused = await b.request('/api/roles', { body: { name: `Ops ${RUN} two`, description: 'made by a viewer', permissions: ['roles:read'] }, jar: member.jar, ip: member.ip });
+    expectError(refused, 403, 'INSUFFICIENT_PERMISSIONS');
+    const after = expectAnswer(await b.request('/api/session', { jar: member.jar, ip: member.ip }), 200);
+    expect([...after.permissions].sort()).toEqual([...viewer.permissions].sort());
+    const names = (expectAnswer(await a.request('/api/roles', { jar: boss.jar, ip: boss.ip }), 200) as { name: string }[]).map((role) => role.name);
+    expect(names).toContain(`Ops ${RUN} one`);
+    expect(names).not.toContain(`Ops ${RUN} two`);
+  });
+
+  it("a member's removal through A bites on the member's next request through B", async () => {
+    const boss = await newUser(a, 'owner');
+    const organizationId = await newOrganization(a, boss);
+    const member = await newUser(b, 'removed');
+    const memberId = await join(organizationId, boss, a, member, b, 'admin');
+
+    const before = expectAnswer(await b.request('/api/session', { jar: member.jar, ip: member.ip }), 200);
+    expect(before.session.activeOrganizationId).toBe(organizationId);
+    expectAnswer(await b.request('/api/roles', { jar: member.jar, ip: member.ip }), 200);
+    expectAnswer(await b.request('/api/roles', { jar: member.jar, ip: member.ip }), 200);
+
+    expectAnswer(await a.request('/api/auth/organization/remove-member', { body: { memberIdOrEmail: memberId, organizationId }, jar: boss.jar, ip: boss.ip }), 200);
+
+    // The very next request through B. The session row may still name the
+    // organization, but session_state finds no membership there, so the
+    // enriched session has no active organization (spec §4 step 6/7): 403
+    // NO_ACTIVE_ORGANIZATION, not INSUFFICIENT_PERMISSIONS.
+    const refused = await b.request('/api/roles', { jar: member.jar, ip: member.ip });
+    expectError(refused, 403, 'NO_ACTIVE_ORGANIZATION');
+    expect(refused.body.message).toBe('No active organization');
+    const after = expectAnswer(await b.request('/api/session', { jar: member.jar, ip: member.ip }), 200);
+    expect(after.user.id).toBe(member.id);
+    expect(after.session.activeOrganizationId).toBeNull();
+    expect(after.permissions).toEqual([]);
+  });
+
+  it('shares the auth-tier budget: 3 failed sign-ins through A and 2 through B exhaust it; the next on either is 429', async () => {
+    // Fixed windows aligned to the epoch: start early in one, so all attempts count in the same.
+    const intoWindow = Date.now() % 60_000;
+    if (intoWindow > 45_000) await sleep(60_000 - intoWindow + 200);
+    const ip = freshAddress();
+    const attempt = (via: Instance) => via.request('/api/auth/sign-in/email', { body: { email: `nobody-${RUN}-${crypto.randomUUID().slice(0, 8)}@example.test`, password: 'wrong password' }, ip });
+
+    for (const via of [a, a, a, b, b]) {
+      const answer = await attempt(via);
+      expect(answer.status, `${via.name}: ${answer.text}`).toBe(401);
+      expect(answer.headers.get('x-ratelimit-limit')).toBeNull();
+    }
+
+    // B has seen 2 of them, A 3: only the shared store knows there were 5.
+    for (const via of [b, a]) {
+      const started = Date.now();
+      const limited = await attempt(via);
+      expectError(limited, 429, 'RATE_LIMITED');
+      expect(limited.headers.get('x-ratelimit-limit')).toBe('5');
+      expect(limited.headers.get('x-ratelimit-remaining')).toBe('0');
+      const retryAfter = Number(limited.headers.get('retry-after'));
+      const reset = Number(limited.headers.get('x-ratelimit-reset'));
+      // The 5-minute block, not only the end of the 60 s window.
+      expect(retryAfter).toBeGreaterThan(240);
+      expect(retryAfter).toBeLessThanOrEqual(300);
+      expect(Math.abs(reset - Math.ceil(started / 1000) - retryAfter)).toBeLessThanOrEqual(3);
+    }
+
+    // Another address is not affected, on either instance.
+    const elsewhere = await b.request('/api/auth/sign-in/email', { body: { email: `nobody-${RUN}@example.test`, password: 'wrong password' }, ip: freshAddress() });
+    expect(elsewhere.status).toBe(401);
+  });
+
+  it('the purge job run on both at the same moment purges each due account exactly once', async () => {
+    const first = await newUser(a, 'purge-one');
+    const second = await newUser(b, 'purge-two');
+    const firstScheduled = expectAnswer(await a.request('/api/users/me/deletion', { method: 'POST', jar: first.jar, ip: first.ip }), 202);
+    const secondScheduled = expectAnswer(await b.request('/api/users/me/deletion', { method: 'POST', jar: second.jar, ip: second.ip }), 202);
+    // ACCOUNT_DELETION_GRACE_DAYS=0 on both: due the moment it is scheduled.
+    expect(firstScheduled.purgeAfter).toBe(firstScheduled.deletedAt);
+    expect(secondScheduled.purgeAfter).toBe(secondScheduled.deletedAt);
+    const ids = [first.id, second.id];
+    const due = await owner<{ id: string }[]>`select id from users where deleted_at is not null and deleted_at <= now()`;
+    expect(due.map((row) => row.id).sort()).toEqual([...ids].sort());
+
+    const cron = (via: Instance) => via.request('/api/cron/purge-accounts', { method: 'POST', headers: { authorization: `Bearer ${CRON_SECRET}` }, ip: freshAddress() });
+    const answers = await Promise.all([cron(a), cron(b)]);
+    for (const answer of answers) {
+      expect(answer.status, answer.text).toBe(200);
+      expect(answer.body.failed).toBe(0);
+    }
+    expect(answers[0]!.body.purged + answers[1]!.body.purged).toBe(2);
+
+    // Gone, with everything that hangs off the user row.
+    expect(await owner`select id from users where id in ${owner(ids)}`).toHaveLength(0);
+    expect(await owner`select id from sessions where user_id in ${owner(ids)}`).toHaveLength(0);
+    expect(expectAnswer(await a.request('/api/session', { jar: first.jar, ip: first.ip }), 200)).toBeNull();
+    expect(expectAnswer(await b.request('/api/session', { jar: second.jar, ip: second.ip }), 200)).toBeNull();
+
+    // One account.purged entry each. Those entries name no tenant and no
+    // actor, and FORCE ROW LEVEL SECURITY hides them even from the owner; so
+    // the owner lifts FORCE inside a transaction it rolls back (nothing stays changed).
+    const purgedEntries = await owner
+      .begin(async (trx) => {
+        await trx`alter table audit_logs no force row level security`;
+        const rows = await trx<{ user_id: string; actor_id: string | null; tenant_id: string | null }[]>`
+          select metadata->>'userId' as user_id, actor_id, tenant_id from audit_logs where action = 'account.purged'`;
+        throw Object.assign(new Error('rollback'), { rows });
+      })
+      .catch((error: { message: string; rows?: unknown }) => {
+        if (error.message !== 'rollback') throw error;
+        return error.rows as { user_id: string; actor_id: string | null; tenant_id: string | null }[];
+      });
+    for (const id of ids) {
+      expect(purgedEntries.filter((entry) => entry.user_id === id), id).toEqual([{ user_id: id, actor_id: null, tenant_id: null }]);
+    }
+
+    // Neither instance logged a failed purge or an unexpected error.
+    for (const instance of [a, b]) {
+      expect(instance.lines.filter((line) => line.event === 'account.purge_failed' || (line.level === 'error' && line.event !== 'rate_limit.store_failed'))).toEqual([]);
+    }
+  });
+});
