@@ -14,8 +14,8 @@ import { displayName, IdParams, PermissionList, RoleSchema, toRoleRecord, update
 const Name = displayName(100).openapi({
   description: 'Its slug is the lower-cased letters and digits of the name (accents dropped) joined by hyphens, and must not be empty',
 });
-// NUL: PostgreSQL text cannot hold it (a 500 otherwise). Line breaks are fine in a description.
-const Description = z.string().max(500).regex(/^[^\u0000]*$/, { message: 'must not contain NUL characters' });
+// Line breaks are fine in a description (NUL is refused in every body by middleware/json-input.ts).
+const Description = z.string().max(500);
 
 const CreateRoleSchema = z.object({ name: Name, description: Description.default(''), permissions: PermissionList }).strict().openapi('CreateRole');
 const UpdateRoleSchema = updateBody('UpdateRole', { name: Name.optional(), description: Description.optional(), permissions: PermissionList.optional() });
