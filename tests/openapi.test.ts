@@ -1,7 +1,12 @@
 import { Validator } from '@seriousme/openapi-schema-validator';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { declaredAccess, type Access } from '../src/middleware/guard.js';
+import { LIBRARY_ROUTES } from '../src/auth/library-routes.js';
+import { ALL_PERMISSIONS } from '../src/auth/permissions.js';
 import { createTestApp, type TestApp } from './support/app.js';
+import { call } from './support/http.js';
+import { createOrganization } from './support/orgs.js';
+import { signedInUser } from './support/users.js';
 import { openTestDatabase, type TestDatabase } from './support/database.js';
 
 /**
@@ -17,6 +22,9 @@ const HTTP_METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch'
 
 /** Registered but deliberately not described: the library's wildcard, and the docs themselves. */
 const UNDOCUMENTED = new Set(['/api/auth/*', '/api/openapi.json', '/api/docs']);
+
+/** The library's routes the service serves (src/auth/library-routes.ts): guarded, but not in the document (yet). */
+const LIBRARY = new Set(LIBRARY_ROUTES.map((route) => `${route.method} ${openApiPath(`/api/auth${route.path}`)}`));
 
 const RATE_LIMIT_HEADERS = ['X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset', 'Retry-After'];
 
@@ -129,7 +137,8 @@ describe('OpenAPI document (DOCS_ENABLED=true)', () => {
     const registered = new Set<string>();
     for (const route of t.app.routes) {
       if (isGlobalMiddleware(route) || UNDOCUMENTED.has(route.path)) continue;
-      registered.add(`${route.method} ${openApiPath(route.path)}`);
+      const key = `${route.method} ${openApiPath(route.path)}`;
+      if (!LIBRARY.has(key)) registered.add(key);
     }
     const documented = new Set(operationsOf(doc).map((o) => o.key));
     // The walk found the service's routes (not an empty set compared with an empty set).
@@ -137,6 +146,8 @@ describe('OpenAPI document (DOCS_ENABLED=true)', () => {
     expect([...registered].filter((key) => !documented.has(key)), 'registered but not documented').toEqual([]);
     expect([...documented].filter((key) => !registered.has(key)), 'documented but not registered').toEqual([]);
     expect([...documented].sort()).toEqual([...registered].sort());
+    // Of /api/auth/*, only the service's own route is documented.
+    expect([...documented].filter((key) => key.includes(' /api/auth/'))).toEqual(['GET /api/auth/providers']);
   });
 
   it("states each route's access as the guard enforces it (x-access and security)", () => {
@@ -165,13 +176,14 @@ describe('OpenAPI document (DOCS_ENABLED=true)', () => {
       const statuses = Object.keys(responses);
       expect(statuses.some((s) => /^2\d\d$/.test(s)), `${key}: a 2xx response`).toBe(true);
 
-      const expected = ['429', '500', '503'];
+      // 413 everywhere: the body limit is a global middleware (even a GET may carry a body).
+      const expected = ['413', '429', '500', '503'];
       const access = op['x-access'];
       const requirements: Json[] = op.security ?? doc.security ?? [];
       const credentialsRequired = requirements.length > 0 && requirements.every((r) => Object.keys(r).length > 0);
       if (typeof access === 'object' && access.session) expected.push('401', '403');
       else if (credentialsRequired) expected.push('401'); // e.g. the cron route's CRON_SECRET
-      if (op.requestBody) expected.push('400', '413', '415');
+      if (op.requestBody) expected.push('400', '415');
       if ((op.parameters ?? []).some((p: Json) => p.in === 'path')) expected.push('400', '404');
       if ((op.parameters ?? []).some((p: Json) => p.in === 'query')) expected.push('400');
       for (const status of expected) {
@@ -191,6 +203,119 @@ describe('OpenAPI document (DOCS_ENABLED=true)', () => {
       type: 'object',
       required: expect.arrayContaining(['code', 'message']),
       properties: { code: { type: 'string' }, message: { type: 'string' }, details: { type: 'array' } },
+    });
+  });
+
+  it('declares X-Request-Id on every response of every operation, as the one shared header component', () => {
+    const ref = '#/components/headers/XRequestId';
+    expect(doc.components.headers.XRequestId).toMatchObject({ description: expect.any(String), schema: { type: 'string' } });
+    let responses = 0;
+    for (const { key, op } of operationsOf(doc)) {
+      for (const [status, response] of Object.entries<Json>(op.responses)) {
+        expect(response.headers?.['X-Request-Id'], `${key} ${status}: X-Request-Id`).toEqual({ $ref: ref });
+        responses += 1;
+      }
+    }
+    expect(responses).toBeGreaterThan(100);
+  });
+
+  it('sends X-Request-Id in the declared form on success, on errors and on a 413 from a route that takes no body', async () => {
+    const pattern = new RegExp(doc.components.headers.XRequestId.schema.pattern);
+    const answers = [
+      await t.app.request('/api/health'),
+      await t.app.request('/api/roles'),
+      // A route that takes no body still answers 413 to an oversized one: the limit runs before any route.
+      await t.app.request('/api/users/me/deletion', { method: 'POST', body: 'x'.repeat(1_048_577), headers: { 'content-type': 'application/json' } }),
+      await t.app.request('/api/health', { headers: { 'x-request-id': 'client-chosen=id_1' } }),
+    ];
+    expect(answers.map((r) => r.status)).toEqual([200, 401, 413, 200]);
+    expect(doc.paths['/api/users/me/deletion'].post.requestBody).toBeUndefined();
+    expect(doc.paths['/api/users/me/deletion'].post.responses['413']).toBeDefined();
+    for (const res of answers) expect(res.headers.get('x-request-id')).toMatch(pattern);
+    expect(answers[3]!.headers.get('x-request-id')).toBe('client-chosen=id_1');
+    // One too long for the declared form is replaced, not echoed.
+    const replaced = (await t.app.request('/api/health', { headers: { 'x-request-id': 'a'.repeat(129) } })).headers.get('x-request-id')!;
+    expect(replaced).not.toBe('a'.repeat(129));
+    expect(replaced).toMatch(pattern);
+  });
+
+  it('marks the deprecated member-role route and declares its Deprecation and Link headers', () => {
+    const op = doc.paths['/api/roles/members/{id}/role'].patch;
+    expect(op.deprecated).toBe(true);
+    const headers = op.responses['200'].headers;
+    expect(headers.Deprecation).toMatchObject({ schema: { type: 'string', enum: ['true'] } });
+    expect(headers.Link).toMatchObject({ schema: { type: 'string' } });
+    expect(headers.Link.description).toContain('rel="successor-version"');
+    expect(headers.Link.schema.example).toMatch(/^<\/api\/admin\/members\/[0-9a-f-]{36}>; rel="successor-version"$/);
+    // Its successor is documented, and is not deprecated; nothing else claims to be.
+    expect(doc.paths['/api/admin/members/{memberId}'].patch.deprecated).toBeUndefined();
+    const deprecated = operationsOf(doc).filter((o) => o.op.deprecated || Object.values<Json>(o.op.responses).some((r) => r.headers?.Deprecation));
+    expect(deprecated.map((o) => o.key)).toEqual(['PATCH /api/roles/members/{id}/role']);
+  });
+
+  describe('request schemas are as strict as the service', () => {
+    const schemaOf = (ref: Json): Json => (ref.$ref ? (resolvePointer(doc, ref.$ref) as Json) : ref);
+    const bodyOf = (path: string, method: string): Json => schemaOf(doc.paths[path][method].requestBody.content['application/json'].schema);
+
+    it('every list in a request body is a set (uniqueItems), and the permission lists are bounded by the permission table', () => {
+      const arrays: string[] = [];
+      for (const { key, op } of operationsOf(doc)) {
+        const schema = op.requestBody && schemaOf(op.requestBody.content['application/json'].schema);
+        for (const [name, property] of Object.entries<Json>(schema?.properties ?? {})) {
+          if (property.type !== 'array') continue;
+          arrays.push(`${key} ${name}`);
+          expect(property.uniqueItems, `${key} ${name}: uniqueItems`).toBe(true);
+        }
+      }
+      expect(arrays.sort()).toEqual(['PATCH /api/roles/{id} permissions', 'POST /api/api-keys scopes', 'POST /api/roles permissions']);
+      expect(bodyOf('/api/api-keys', 'post').properties.scopes).toMatchObject({ minItems: 1, maxItems: ALL_PERMISSIONS.length, uniqueItems: true });
+      expect(bodyOf('/api/roles', 'post').properties.permissions).toMatchObject({ maxItems: ALL_PERMISSIONS.length, uniqueItems: true });
+      expect(bodyOf('/api/roles/{id}', 'patch').properties.permissions).toMatchObject({ maxItems: ALL_PERMISSIONS.length, uniqueItems: true });
+    });
+
+    it('a PATCH body whose fields are all optional needs at least one (minProperties: 1)', () => {
+      const patches = operationsOf(doc).filter((o) => o.method === 'patch' && o.op.requestBody);
+      expect(patches.length).toBeGreaterThanOrEqual(3);
+      for (const { key, op } of patches) {
+        const schema = schemaOf(op.requestBody.content['application/json'].schema);
+        expect(schema.additionalProperties, `${key}: unknown fields refused`).toBe(false);
+        if (!schema.required?.length) expect(schema.minProperties, `${key}: minProperties`).toBe(1);
+      }
+      expect(bodyOf('/api/roles/{id}', 'patch').minProperties).toBe(1);
+    });
+
+    it('states the name rules: 1..100 characters as sent, not blank, no control characters or line breaks', () => {
+      const names = [bodyOf('/api/roles', 'post').properties.name, bodyOf('/api/roles/{id}', 'patch').properties.name, bodyOf('/api/api-keys', 'post').properties.name];
+      for (const name of names) {
+        expect(name).toMatchObject({ type: 'string', minLength: 1, maxLength: 100, pattern: expect.any(String) });
+        const pattern = new RegExp(name.pattern);
+        for (const good of ['Support Desk', ' padded ', 'Café 日本', 'a\u200db']) expect(pattern.test(good), JSON.stringify(good)).toBe(true);
+        for (const bad of ['   ', '\u3000', 'a\nb', 'a\rb', '\tx', 'x\u0000', 'x\u001b[0m', 'x\u007f', 'x\u0085', 'x\u2028', 'x\u2029']) {
+          expect(pattern.test(bad), JSON.stringify(bad)).toBe(false);
+        }
+      }
+    });
+
+    it('states the expiresAt rules: an RFC 3339 date-time whose offset is Z or within ±14:00', () => {
+      const expiresAt = bodyOf('/api/api-keys', 'post').properties.expiresAt;
+      expect(expiresAt).toMatchObject({ type: ['string', 'null'], format: 'date-time' });
+      const pattern = new RegExp(expiresAt.pattern);
+      for (const good of ['2030-01-01T00:00:00Z', '2030-01-01T00:00:00+14:00', '2030-01-01T00:00:00-14:00', '2030-01-01T00:00:00+05:30']) expect(pattern.test(good), good).toBe(true);
+      for (const bad of ['2030-01-01T00:00:00+14:01', '2030-01-01T00:00:00+25:00', '2030-01-01T00:00:00-23:59']) expect(pattern.test(bad), bad).toBe(false);
+      expect(expiresAt.description).toContain('9999-12-31T23:59:59.999Z');
+    });
+
+    it('agrees with the service on which names it accepts (the same candidates through both)', async () => {
+      const owner = await signedInUser(t);
+      await createOrganization(t, owner);
+      const name = bodyOf('/api/api-keys', 'post').properties.name;
+      const pattern = new RegExp(name.pattern);
+      const documented = (value: string) => value.length >= name.minLength && value.length <= name.maxLength && pattern.test(value);
+      const candidates = ['ok', '  ok  ', '', ' ', '\u00a0', 'x'.repeat(100), 'x'.repeat(101), ` ${'x'.repeat(99)}`, ` ${'x'.repeat(100)}`, 'a\nb', 'a\u0000', '\u0085a', 'a\u2029', 'ok\u3000', '\ufeffok'];
+      for (const candidate of candidates) {
+        const res = await call(t, '/api/api-keys', { body: { name: candidate, scopes: ['roles:read'] }, jar: owner.jar });
+        expect(res.status, JSON.stringify(candidate)).toBe(documented(candidate) ? 201 : 400);
+      }
     });
   });
 

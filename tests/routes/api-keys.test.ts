@@ -191,13 +191,24 @@ describe('API keys', () => {
       expect(new Date((await storedKey(org.id, created.id)).expires_at!).toISOString()).toBe(future);
     });
 
-    it('trims the name and takes 1..100 characters', async () => {
+    it('trims the name and takes 1..100 characters as sent', async () => {
       expect((await createOk(org.owner.jar, { name: '  spaced  ' })).name).toBe('spaced');
       expect((await createOk(org.owner.jar, { name: 'n'.repeat(100) })).name).toBe('n'.repeat(100));
-      for (const name of ['', '   ', 'n'.repeat(101), 42, null]) {
+      expect((await createOk(org.owner.jar, { name: '\u00a0Clé 日本 👩\u200d💻\u3000' })).name).toBe('Clé 日本 👩\u200d💻');
+      // The length counts what was sent (the document's maxLength), blanks included.
+      for (const name of ['', '   ', '\u3000', 'n'.repeat(101), ` ${'n'.repeat(100)}`, 42, null]) {
         await expectError(await create(org.owner.jar, { name, scopes: ['roles:read'] }), 400, 'VALIDATION_ERROR');
       }
       await expectError(await create(org.owner.jar, { scopes: ['roles:read'] }), 400, 'VALIDATION_ERROR');
+    });
+
+    it('refuses control characters and line breaks anywhere in the name, and stores nothing', async () => {
+      const before = (await storedKeys(org.id)).length;
+      for (const name of ['line\nbreak', 'carriage\rreturn', 'tab\there', '\tleading tab', 'trailing newline\n', 'nul\u0000', 'escape\u001b[31m', 'del\u007f', 'c1\u0085', 'sep\u2028', 'para\u2029']) {
+        const body = await expectError(await create(org.owner.jar, { name, scopes: ['roles:read'] }), 400, 'VALIDATION_ERROR');
+        expect(body.details?.map((d) => d.path), JSON.stringify(name)).toContain('name');
+      }
+      expect((await storedKeys(org.id)).length).toBe(before);
     });
   });
 
@@ -261,6 +272,55 @@ describe('API keys', () => {
           await expectError(await create(org.owner.jar, { name: 'exp', scopes: ['roles:read'], expiresAt }), 400, 'VALIDATION_ERROR');
         }
       });
+    });
+
+    it('refuses an expiry past year 9999, with a 5+ digit or signed year, or an offset beyond ±14:00 (issue 14 item 9)', async () => {
+      await expectNothingWritten(async () => {
+        for (const expiresAt of [
+          '10000-01-01T00:00:00Z',
+          '+010000-01-01T00:00:00Z',
+          '+002030-01-01T00:00:00Z',
+          '-000001-01-01T00:00:00Z',
+          '275760-09-13T00:00:00Z',
+          // Year 9999 locally, year 10000 in UTC: would be echoed as `+010000-…`.
+          '9999-12-31T23:59:59-14:00',
+          '9999-12-31T23:59:59.999-00:01',
+          '2030-01-01T00:00:00+25:00',
+          '2030-01-01T00:00:00+14:01',
+          '2030-01-01T00:00:00-14:30',
+          '2030-01-01T00:00:00+23:59',
+          '2030-01-01T00:00:00+05:60',
+          '2030-01-01T00:00:00+0530',
+          '2030-01-01T00:00:00+05',
+          '2030-01-01T00:00:00',
+          '2030-01-01',
+          '2030-01-01T00:00Z',
+        ]) {
+          const body = await expectError(await create(org.owner.jar, { name: 'exp', scopes: ['roles:read'], expiresAt }), 400, 'VALIDATION_ERROR');
+          expect(body.details?.map((d) => d.path), expiresAt).toContain('expiresAt');
+          expect(JSON.stringify(body), expiresAt).not.toContain('+010000');
+        }
+      });
+    });
+
+    it('accepts offsets within ±14:00 and instants up to the end of 9999, and always echoes plain ISO in UTC', async () => {
+      const cases: [string, string][] = [
+        ['2030-01-01T00:00:00+05:30', '2029-12-31T18:30:00.000Z'],
+        ['2030-01-01T00:00:00+14:00', '2029-12-31T10:00:00.000Z'],
+        ['2030-01-01T00:00:00-14:00', '2030-01-01T14:00:00.000Z'],
+        ['2030-01-01T00:00:00-00:00', '2030-01-01T00:00:00.000Z'],
+        ['2030-06-15T12:34:56.789123Z', '2030-06-15T12:34:56.789Z'],
+        ['9999-12-31T23:59:59+14:00', '9999-12-31T09:59:59.000Z'],
+        ['9999-12-31T23:59:59.999Z', '9999-12-31T23:59:59.999Z'],
+      ];
+      for (const [given, echoed] of cases) {
+        const created = await createOk(org.owner.jar, { expiresAt: given });
+        expect(created.expiresAt, given).toBe(echoed);
+        expect(created.expiresAt, given).toMatch(ISO);
+        expect(new Date((await storedKey(org.id, created.id)).expires_at!).toISOString(), given).toBe(echoed);
+        const inList = (await listed(org.owner.jar)).find((k) => k.id === created.id);
+        expect(inList?.expiresAt, given).toBe(echoed);
+      }
     });
 
     it('rejects malformed JSON (400) and a non-JSON body (415)', async () => {

@@ -145,6 +145,16 @@ describe('role routes', () => {
       ['a blank name', { name: '   ', permissions: [] }],
       ['a name of 101 characters', { name: 'n'.repeat(101), permissions: [] }],
       ['a name without letters or digits', { name: '!!!', permissions: [] }],
+      ['a name with a line break', { name: 'Line\nBreak', permissions: [] }],
+      ['a name with a carriage return', { name: 'Carriage\rReturn', permissions: [] }],
+      ['a name led by a tab', { name: '\tTabbed', permissions: [] }],
+      ['a name with a NUL', { name: 'Nul\u0000Role', permissions: [] }],
+      ['a name with a terminal escape', { name: 'Esc\u001b[2J', permissions: [] }],
+      ['a name with DEL', { name: 'Del\u007fRole', permissions: [] }],
+      ['a name with a C1 control (NEL)', { name: 'Next\u0085Line', permissions: [] }],
+      ['a name with a line separator (U+2028)', { name: 'Line\u2028Separator', permissions: [] }],
+      ['a name of 101 characters as sent (100 plus a blank)', { name: ` ${'n'.repeat(100)}`, permissions: [] }],
+      ['a description with a NUL', { name: 'X Thirteen', description: 'before\u0000after', permissions: [] }],
       ['a missing name', { permissions: [] }],
       ['missing permissions', { name: 'X Ten' }],
       ['permissions that are not a list', { name: 'X Eleven', permissions: 'roles:read' }],
@@ -156,6 +166,12 @@ describe('role routes', () => {
       expect(error.code).toBe('VALIDATION_ERROR');
       expect(JSON.stringify(error)).not.toMatch(/select|insert|stack/i);
       expect((await storedRoles(t, org.id)).length).toBe(before);
+    });
+
+    it('stores a name without its surrounding blanks, and keeps line breaks in a description', async () => {
+      const role = await createRole(t, org.owner, { name: '\u00a0 Café Crew 日本\u3000', description: 'first line\nsecond line', permissions: [] });
+      expect(role).toMatchObject({ name: 'Café Crew 日本', slug: 'cafe-crew', description: 'first line\nsecond line' });
+      expect((await storedRoles(t, org.id)).find((r) => r.id === role.id)).toMatchObject({ name: 'Café Crew 日本', description: 'first line\nsecond line' });
     });
 
     it('accepts a name of exactly 100 characters', async () => {
@@ -241,7 +257,7 @@ describe('role routes', () => {
 
     it('answers 400 for unknown fields, an empty body, bad permissions, and a bad name', async () => {
       const role = await createRole(t, org.owner, { name: 'Patch Target', permissions: ['roles:read'] });
-      for (const body of [{}, { isDefault: true }, { slug: 'x' }, { permissions: ['roles:fly'] }, { permissions: ['api_keys:delete'] }, { permissions: ['roles:read', 'roles:read'] }, { name: '' }, { name: 'x'.repeat(101) }, { name: '---' }]) {
+      for (const body of [{}, { isDefault: true }, { slug: 'x' }, { permissions: ['roles:fly'] }, { permissions: ['api_keys:delete'] }, { permissions: ['roles:read', 'roles:read'] }, { name: '' }, { name: 'x'.repeat(101) }, { name: '---' }, { name: 'Two\nLines' }, { name: 'Nul\u0000' }, { name: ' \t ' }, { description: 'nul\u0000' }]) {
         const error = await expectStatus(await patch(role.id, body), 400);
         expect(error.code, JSON.stringify(body)).toBe('VALIDATION_ERROR');
       }
