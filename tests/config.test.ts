@@ -182,6 +182,17 @@ describe('parseConfig', () => {
       ['KV_REST_API_URL', 'redis://localhost:6379'],
       ['CRON_SECRET', 'short'],
       ['CSP_CDN_HOST', "https://cdn.example; script-src *"],
+      ['TRUSTED_PROXY_HOPS', '-1'],
+      ['TRUSTED_PROXY_HOPS', 'one'],
+      ['TRUSTED_PROXY_HOPS', '1.5'],
+      ['TRUSTED_PROXY_HOPS', '33'],
+      ['RATE_LIMIT_ACCOUNT_LIMIT', '0'],
+      ['RATE_LIMIT_ACCOUNT_TTL', '15m'],
+      ['HOST', 'not a host'],
+      ['HOST', 'http://0.0.0.0'],
+      ['HOST', '0.0.0.0:4000'],
+      ['HOST', 'under_score.example'],
+      ['HOST', '[::1]'],
     ])('%s=%s', (name, value) => {
       const error = refusal({ NODE_ENV: 'development', [name]: value });
       expect(error.problems.some((problem) => problem.startsWith(`${name}:`))).toBe(true);
@@ -197,6 +208,32 @@ describe('parseConfig', () => {
     it('never echoes a refused value', () => {
       const error = refusal({ NODE_ENV: 'development', CRON_SECRET: 'cr0n-leak', KV_REST_API_URL: 'kv-url-leak', KV_REST_API_TOKEN: 'kv-tok-leak' });
       expect(error.message).not.toMatch(/cr0n-leak|kv-url-leak|kv-tok-leak/);
+    });
+  });
+
+  describe('HOST, TRUSTED_PROXY_HOPS and the account budget (issue 14 item 6)', () => {
+    it('HOST defaults to loopback in development and test, every interface in production', () => {
+      expect(parseConfig({ NODE_ENV: 'development' }).config.host).toBe('127.0.0.1');
+      expect(parseConfig({}).config.host).toBe('127.0.0.1');
+      expect(parseConfig({ NODE_ENV: 'test', AUTH_SECRET: GOOD_SECRET }).config.host).toBe('127.0.0.1');
+      expect(parseConfig(PRODUCTION).config.host).toBe('0.0.0.0');
+    });
+
+    it.each(['0.0.0.0', '127.0.0.1', '10.1.2.3', '::', '::1', '2001:db8::7', 'localhost', 'api.internal', 'gatehouse-1.svc.cluster.local'])('HOST=%s is taken as given', (host) => {
+      expect(parseConfig({ NODE_ENV: 'development', HOST: host }).config.host).toBe(host);
+      expect(parseConfig({ ...PRODUCTION, HOST: host }).config.host).toBe(host);
+    });
+
+    it('TRUSTED_PROXY_HOPS defaults to 1 (spec §8 rule 2) and takes 0 (the socket address)', () => {
+      expect(parseConfig({ NODE_ENV: 'development' }).config.rateLimit.trustedProxyHops).toBe(1);
+      expect(parseConfig(PRODUCTION).config.rateLimit.trustedProxyHops).toBe(1);
+      expect(parseConfig({ NODE_ENV: 'development', TRUSTED_PROXY_HOPS: '0' }).config.rateLimit.trustedProxyHops).toBe(0);
+      expect(parseConfig({ NODE_ENV: 'development', TRUSTED_PROXY_HOPS: '3' }).config.rateLimit.trustedProxyHops).toBe(3);
+    });
+
+    it('the account budget defaults to 10 wrong passwords per 15 minutes', () => {
+      expect(parseConfig({ NODE_ENV: 'development' }).config.rateLimit.account).toEqual({ limit: 10, ttl: 900 });
+      expect(parseConfig({ NODE_ENV: 'development', RATE_LIMIT_ACCOUNT_LIMIT: '20', RATE_LIMIT_ACCOUNT_TTL: '3600' }).config.rateLimit.account).toEqual({ limit: 20, ttl: 3600 });
     });
   });
 
@@ -413,7 +450,7 @@ describe('the Node entry (src/server.ts)', { timeout: 180_000 }, () => {
     const entry = startEntry({ NODE_ENV: 'development', DATABASE_URL: 'pglite://memory', PORT: String(port) });
     try {
       const listening = await entry.waitForEvent('server.listening', START_TIMEOUT_MS);
-      expect(listening).toMatchObject({ level: 'info', port, env: 'development', engine: 'pglite' });
+      expect(listening).toMatchObject({ level: 'info', host: '127.0.0.1', port, env: 'development', engine: 'pglite' });
       // The development warnings go out as log lines too.
       await entry.waitForEvent('config.rate_limit_memory_store', 5_000);
 
