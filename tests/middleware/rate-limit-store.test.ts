@@ -85,6 +85,34 @@ describe('rate-limit store contract', () => {
     expect(await ts.store.blockedUntil(auth, id)).toBeNull();
   });
 
+  it('refund gives one unit back to the window the decision counted in, never below zero', async () => {
+    const tier: RateLimitTier = { name: 'account', limit: 2, window: 86_400 };
+    const id = nextId('email');
+    const first = await ts.store.limit(tier, id);
+    const second = await ts.store.limit(tier, id);
+    expect([first.remaining, second.remaining]).toEqual([1, 0]);
+    await ts.store.refund(tier, id, second.reset);
+    expect(await ts.store.limit(tier, id)).toMatchObject({ success: true, remaining: 0 });
+    expect((await ts.store.limit(tier, id)).success).toBe(false);
+    // Refunds past zero do not bank budget.
+    const fresh = nextId('email');
+    const decision = await ts.store.limit(tier, fresh);
+    for (let i = 0; i < 4; i++) await ts.store.refund(tier, fresh, decision.reset);
+    expect(await ts.store.limit(tier, fresh)).toMatchObject({ success: true, remaining: 1 });
+    expect(await ts.store.limit(tier, fresh)).toMatchObject({ success: true, remaining: 0 });
+    expect((await ts.store.limit(tier, fresh)).success).toBe(false);
+  });
+
+  it('refund for a window with no counter (ended or never used) creates nothing', async () => {
+    const tier: RateLimitTier = { name: 'account', limit: 1, window: 86_400 };
+    const id = nextId('email');
+    const pastWindowEnd = Math.floor(Date.now() / 86_400_000) * 86_400_000;
+    await ts.store.refund(tier, id, pastWindowEnd);
+    await ts.store.refund(tier, id, pastWindowEnd + 86_400_000);
+    expect(await ts.store.limit(tier, id)).toMatchObject({ success: true, remaining: 0 });
+    expect((await ts.store.limit(tier, id)).success).toBe(false);
+  });
+
   it('works for user identities too (any identifier string)', async () => {
     const id = nextId('user');
     expect(await ts.store.limit(DAY, id)).toMatchObject({ success: true, remaining: 2 });
@@ -112,6 +140,18 @@ describe('in-memory store on a controlled clock', () => {
     clock.set(windowEnd + 5000);
     expect(await store.blockedUntil(tier, 'ip:a')).toBeNull();
   });
+
+  it('a refund that arrives after its window ended does not pay into the next one', async () => {
+    const clock = createTestClock(Date.UTC(2030, 0, 1, 0, 0, 59));
+    const store = createMemoryStore(clock);
+    const tier: RateLimitTier = { name: 'account', limit: 1, window: 60 };
+    const old = await store.limit(tier, 'email:x');
+    clock.set(old.reset);
+    const current = await store.limit(tier, 'email:x');
+    expect(current).toMatchObject({ success: true, remaining: 0 });
+    await store.refund(tier, 'email:x', old.reset);
+    expect((await store.limit(tier, 'email:x')).success).toBe(false);
+  });
 });
 
 describe('Upstash store that cannot answer', () => {
@@ -122,6 +162,7 @@ describe('Upstash store that cannot answer', () => {
     await expect(store.limit(tier, 'ip:x')).rejects.toThrow();
     await expect(store.blockedUntil(tier, 'ip:x')).rejects.toThrow();
     await expect(store.block(tier, 'ip:x', Date.now() + 1000)).rejects.toThrow();
+    await expect(store.refund(tier, 'ip:x', Date.now() + 1000)).rejects.toThrow();
   });
 
   it('rejects every call after timeoutMs when the server accepts and never answers', async () => {
