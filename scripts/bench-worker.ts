@@ -12,6 +12,9 @@
  * pooler keeps the ones it opened), and pg_stat_database.sessions over the
  * whole Worker run. Cold start: fresh wrangler dev to the first 200.
  */
+import { spawn } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import autocannon from 'autocannon';
 import postgres from 'postgres';
@@ -92,6 +95,43 @@ export async function seedTenant(base: string, mail: Awaited<ReturnType<typeof s
   const key = await post('/api/api-keys', { name: 'bench', scopes: ['roles:read'] }, cookie);
   if (key.status !== 201) throw new Error(`api key: ${key.status} ${await key.text()}`);
   return { cookie, tokenOnlyCookie: cookieHeader(cookie.split('; '), 'gatehouse.session_token'), apiKey: ((await key.json()) as { key: string }).key, marker };
+}
+
+function runNode(args: string[], env: Record<string, string> = {}): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(args[0]!, args.slice(1), { stdio: ['ignore', 'pipe', 'ignore'], env: { ...process.env, ...env } });
+    let out = '';
+    child.stdout!.on('data', (chunk) => (out += chunk));
+    child.on('exit', (code) => (code === 0 ? resolve(out) : reject(new Error(`${args.join(' ')} exited ${code}`))));
+  });
+}
+
+/**
+ * The bundle's top-level evaluation and the first request's construction of
+ * the app (config, router, better-auth, OpenAPI registry), each in a fresh
+ * Node process (V8, like workerd; inside workerd the clock stands still
+ * during synchronous code, so it cannot time itself). Median of three.
+ */
+async function evaluationTimes(): Promise<Record<string, number> | string> {
+  const out = await mkdtemp(join(tmpdir(), 'gatehouse-worker-eval-'));
+  try {
+    await runNode(['npx', 'wrangler', 'deploy', '--dry-run', '--outdir', out], { WRANGLER_SEND_METRICS: 'false' });
+    const runs: { evaluatedMs: number; firstRequestMs: number; secondRequestMs: number }[] = [];
+    for (let i = 0; i < 3; i++) {
+      const line = (await runNode([process.execPath, join(REPO_ROOT, 'scripts/bench-worker-eval.mjs'), join(out, 'worker.js')])).trim().split('\n').pop()!;
+      runs.push(JSON.parse(line));
+    }
+    const median = (pick: (r: (typeof runs)[number]) => number) => Math.round(runs.map(pick).sort((x, y) => x - y)[1]! * 10) / 10;
+    return {
+      'top-level evaluation of the bundle (ms)': median((r) => r.evaluatedMs),
+      'first request: config + app construction, signed-out /api/session (ms)': median((r) => r.firstRequestMs),
+      'second request (ms)': median((r) => r.secondRequestMs),
+    };
+  } catch (error) {
+    return `not measured: ${(error as Error).message}`;
+  } finally {
+    await rm(out, { recursive: true, force: true });
+  }
 }
 
 export async function runWorkerBench(options: WorkerBenchOptions): Promise<{ rows: WorkerRow[]; notes: Record<string, unknown> } | { skipped: string }> {
@@ -259,6 +299,7 @@ export async function runWorkerBench(options: WorkerBenchOptions): Promise<{ row
       'pg_stat_database.sessions, whole Worker run (seeding and warm-ups included)': sessionsAfter - sessionsBefore,
       'measured requests (approx.)': Math.round(total),
     };
+    notes.evaluationInNode = await evaluationTimes();
     return { rows, notes };
   } finally {
     await worker?.stop();
