@@ -10,6 +10,7 @@ import { ApiError } from '../errors.js';
 import { access, sessionOf } from '../middleware/guard.js';
 import { createRouter, defineRoute, jsonContent } from '../router.js';
 import type { AppEnv } from '../types.js';
+import { IdParams, uuidV4 } from './schemas.js';
 
 const MemberSchema = z
   .object({
@@ -23,7 +24,7 @@ const MemberSchema = z
   })
   .openapi('Member');
 
-const RoleChangeBody = z.object({ roleId: z.uuidv4() }).strict().openapi('MemberRoleChange');
+const RoleChangeBody = z.object({ roleId: uuidV4() }).strict().openapi('MemberRoleChange');
 const RoleChangeResult = z.object({ memberId: z.uuid(), roleId: z.uuid(), previousRoleId: z.uuid().nullable() }).openapi('MemberRoleChangeResult');
 
 const listRoute = defineRoute({
@@ -40,7 +41,7 @@ const changeRoute = defineRoute({
   access: access.permissions('members:write'),
   summary: "Change a member's role",
   request: {
-    params: z.object({ memberId: z.uuidv4().openapi({ param: { name: 'memberId', in: 'path' } }) }),
+    params: z.object({ memberId: uuidV4().openapi({ param: { name: 'memberId', in: 'path' } }) }),
     body: { content: { 'application/json': { schema: RoleChangeBody } } },
   },
   responses: { 200: jsonContent(RoleChangeResult, 'The role changed') },
@@ -53,7 +54,7 @@ const deprecatedChangeRoute = defineRoute({
   summary: "Change a member's role (deprecated: use PATCH /api/admin/members/{memberId})",
   deprecated: true,
   request: {
-    params: z.object({ id: z.uuidv4().openapi({ param: { name: 'id', in: 'path' } }) }),
+    params: IdParams,
     body: { content: { 'application/json': { schema: RoleChangeBody } } },
   },
   responses: {
@@ -75,7 +76,7 @@ const transferRoute = defineRoute({
   path: '/api/roles/transfer-ownership',
   access: access.permissions('members:write'),
   summary: 'Hand ownership to an Admin (the caller must be the current Owner)',
-  request: { body: { content: { 'application/json': { schema: z.object({ targetMemberId: z.uuidv4() }).strict().openapi('TransferOwnership') } } } },
+  request: { body: { content: { 'application/json': { schema: z.object({ targetMemberId: uuidV4() }).strict().openapi('TransferOwnership') } } } },
   responses: {
     200: jsonContent(z.object({ transferred: z.literal(true), previousOwnerMemberId: z.uuid(), newOwnerMemberId: z.uuid() }), 'Owner and Admin swapped'),
   },

@@ -1,8 +1,14 @@
 import { z } from '@hono/zod-openapi';
 import { ALL_PERMISSIONS, PERMISSION_PATTERN } from '../auth/permissions.js';
 
+/**
+ * A UUID version 4, as zod checks it, with that check's pattern in the
+ * document (zod-openapi writes only `format: uuid`, which any version meets).
+ */
+export const uuidV4 = () => z.uuidv4().openapi({ pattern: z.regexes.uuid(4).source });
+
 /** Spec §4 rule 1: path ids are UUID version 4. */
-export const IdParams = z.object({ id: z.uuidv4().openapi({ param: { name: 'id', in: 'path' } }) });
+export const IdParams = z.object({ id: uuidV4().openapi({ param: { name: 'id', in: 'path' } }) });
 
 /** A permission string in `resource:action` form (spec §2). */
 export const PermissionString = z.string().regex(PERMISSION_PATTERN, { message: 'must be <resource>:<action> with a known resource and action' });
