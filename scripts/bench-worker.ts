@@ -313,7 +313,7 @@ export async function runWorkerBench(options: WorkerBenchOptions): Promise<{ row
 if (import.meta.url === `file://${process.argv[1]}`) {
   const args = new Map<string, string>();
   for (let i = 2; i < process.argv.length; i += 2) args.set(process.argv[i]!.replace(/^--/, ''), process.argv[i + 1] ?? '');
-  runWorkerBench({ duration: Number(args.get('duration') ?? 10), connections: Number(args.get('connections') ?? 10), warmup: Number(args.get('warmup') ?? 2) })
+  runWorkerBench({ duration: Number(args.get('duration') ?? 10), connections: Number(args.get('connections') ?? 50), warmup: Number(args.get('warmup') ?? 2) })
     .then((result) => {
       if ('skipped' in result) console.log(result.skipped);
       else {

@@ -32,8 +32,8 @@ const WARMUP = Number(args.get('warmup') ?? 2);
 const ONLY = args.get('only');
 /** --profile <dir>: the service processes write V8 CPU profiles there (node --cpu-prof), to read what bounds a scenario. */
 const PROFILE = args.get('profile');
-/** --worker-connections <n> (default 10): autocannon's connections for the Worker's scenarios (scripts/bench-worker.ts). */
-const WORKER_CONNECTIONS = Number(args.get('worker-connections') ?? 10);
+/** --worker-connections <n> (default 50, as Node's): autocannon's connections for the Worker's scenarios (scripts/bench-worker.ts). */
+const WORKER_CONNECTIONS = Number(args.get('worker-connections') ?? 50);
 const SECRET = `bench-${crypto.randomUUID()}-${crypto.randomUUID()}`;
 const ORIGIN = 'http://localhost:3000';
 const PASSWORD = 'correct horse battery staple';
