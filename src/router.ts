@@ -37,7 +37,7 @@ export const ErrorSchema = zo
   })
   .openapi('Error');
 
-type HeaderObject = { description: string; schema: { type: 'string'; pattern?: string; maxLength?: number } };
+type HeaderObject = { description: string; schema: { type: 'string'; pattern?: string } };
 
 /**
  * `X-Request-Id` (middleware/request-context.ts), sent with every response:

@@ -34,7 +34,7 @@ const CreatedApiKeySchema = ApiKeySchema.omit({ revokedAt: true, lastUsedAt: tru
 
 /** The last instant whose ISO string has a 4-digit year (later ones render as `+010000-…`). */
 const LAST_INSTANT = Date.UTC(9999, 11, 31, 23, 59, 59, 999);
-/** Z, or an offset no further than the world's clocks go (UTC-12:00 .. UTC+14:00, within ±14:00). */
+/** Z, or ±HH:MM no further than ±14:00 (the world's clocks span UTC-12:00 to UTC+14:00). */
 const OFFSET = /(?:Z|[+-](?:(?:0\d|1[0-3]):[0-5]\d|14:00))$/;
 
 /**
