@@ -18,6 +18,12 @@
  *   4. the auth-tier budget of one client address (3 failures on A + 2 on B exhaust it),
  *   5. the purge job run on both at the same moment: each due account purged once.
  *
+ * A third instance, C, runs with RATE_LIMIT_ENABLED=false (spec §8 rule 4: a
+ * supported setting): nothing then stands between a request's arrival and
+ * its session lookup, so C shows whether "the next request" holds when the
+ * notification has no head start. Case 6 flips a member's role through A many
+ * times and reads it back at once through B and C.
+ *
  * Everything goes through HTTP as a client sends it (Origin = APP_URL, a
  * cookie jar, the mailed links read from the instances' development-email
  * log lines). The owner connection only inspects (and creates/drops the database).
@@ -211,6 +217,7 @@ describe('two Node instances on one PostgreSQL and one Redis', { timeout: 180_00
   let upstash: UpstashServer;
   let a: Instance;
   let b: Instance;
+  let c: Instance;
 
   beforeAll(async () => {
     const servers = testServers();
@@ -254,11 +261,11 @@ describe('two Node instances on one PostgreSQL and one Redis', { timeout: 180_00
       // Scheduling deletion makes the account due at once (case 5).
       ACCOUNT_DELETION_GRACE_DAYS: '0',
     };
-    [a, b] = await Promise.all([startInstance('A', env), startInstance('B', env)]);
+    [a, b, c] = await Promise.all([startInstance('A', env), startInstance('B', env), startInstance('C', { ...env, RATE_LIMIT_ENABLED: 'false' })]);
   }, 2 * START_TIMEOUT_MS + 60_000);
 
   afterAll(async () => {
-    await Promise.all([a?.stop(), b?.stop()]);
+    await Promise.all([a?.stop(), b?.stop(), c?.stop()]);
     await upstash?.close().catch(() => {});
     await owner?.end({ timeout: 1 }).catch(() => {});
     if (databaseName) {
@@ -270,8 +277,8 @@ describe('two Node instances on one PostgreSQL and one Redis', { timeout: 180_00
   }, 60_000);
 
   it('runs two processes of the real entry on the PostgreSQL server and the shared store', () => {
-    expect(a.child.pid).not.toBe(b.child.pid);
-    for (const instance of [a, b]) {
+    expect(new Set([a.child.pid, b.child.pid, c.child.pid]).size).toBe(3);
+    for (const instance of [a, b, c]) {
       expect(instance.lines.find((line) => line.event === 'server.listening')).toMatchObject({ engine: 'postgres', env: 'test', port: instance.port });
       // No instance fell back to its own in-memory counters.
       expect(instance.lines.filter((line) => line.event === 'config.rate_limit_memory_store')).toEqual([]);
@@ -373,6 +380,32 @@ describe('two Node instances on one PostgreSQL and one Redis', { timeout: 180_00
     expect(after.user.id).toBe(member.id);
     expect(after.session.activeOrganizationId).toBeNull();
     expect(after.permissions).toEqual([]);
+  });
+
+
+  it("a member's role flipped 30 times through A is seen by the very next read through B and through C, every time", async () => {
+    const boss = await newUser(a, 'owner');
+    const organizationId = await newOrganization(a, boss);
+    const member = await newUser(b, 'flipped');
+    const memberId = await join(organizationId, boss, a, member, b, 'admin');
+    const roles = expectAnswer(await a.request('/api/roles', { jar: boss.jar, ip: boss.ip }), 200) as { id: string; slug: string; permissions: string[] }[];
+    const admin = roles.find((role) => role.slug === 'admin')!;
+    const viewer = roles.find((role) => role.slug === 'viewer')!;
+    const sorted = (permissions: string[]) => [...permissions].sort().join(' ');
+
+    const stale: string[] = [];
+    for (let i = 0; i < 30; i += 1) {
+      const target = i % 2 === 0 ? viewer : admin;
+      const readers = i % 4 < 2 ? [c, b] : [b, c];
+      // Warm both readers' caches with the role as it stands.
+      for (const reader of readers) expectAnswer(await reader.request('/api/session', { jar: member.jar, ip: member.ip }), 200);
+      expectAnswer(await a.request(`/api/admin/members/${memberId}`, { method: 'PATCH', body: { roleId: target.id }, jar: boss.jar, ip: boss.ip }), 200);
+      for (const reader of readers) {
+        const seen = expectAnswer(await reader.request('/api/session', { jar: member.jar, ip: member.ip }), 200);
+        if (sorted(seen.permissions) !== sorted(target.permissions)) stale.push(`flip ${i} to ${target.slug}: ${reader.name} answered the previous role's permissions`);
+      }
+    }
+    expect(stale).toEqual([]);
   });
 
   it('shares the auth-tier budget: 3 failed sign-ins through A and 2 through B exhaust it; the next on either is 429', async () => {
