@@ -12,6 +12,7 @@ import { accessLog, requestId } from './middleware/request-context.js';
 import { securityHeaders } from './middleware/security-headers.js';
 import { cors } from './middleware/cors.js';
 import { bodyLimit } from './middleware/body-limit.js';
+import { csrf } from './middleware/csrf.js';
 import { jsonInput } from './middleware/json-input.js';
 import { rateLimit, type RateLimitOptions } from './middleware/rate-limit.js';
 import { session } from './middleware/session.js';
@@ -83,6 +84,8 @@ export function createApp(deps: AppDeps, options: CreateAppOptions = {}) {
   use(securityHeaders(config.csp));
   use(cors({ origins: config.cors.origins }));
   use(bodyLimit());
+  // Issue 14 item 7: cookie-bearing state changes only from the app's own origins.
+  use(csrf({ trustedOrigins: [config.auth.appUrl, config.auth.url] }));
   use(
     rateLimit({
       config: config.rateLimit,

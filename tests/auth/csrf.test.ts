@@ -36,10 +36,10 @@ describe('CSRF / origin checks on /api/auth/*', () => {
     expect(sessionCookiesIn(res)).toEqual([]);
   });
 
-  it('the same with a session cookie attached', async () => {
+  it('the same with a session cookie attached: refused by the service before the library (403 FORBIDDEN)', async () => {
     const res = await raw(t, SIGN_IN, { origin: 'https://evil.example', cookie: user.jar.header() }, { email: user.email, password: PASSWORD });
     expect(res.status).toBe(403);
-    expect(await res.json()).toMatchObject({ code: 'INVALID_ORIGIN' });
+    expect(await res.json()).toMatchObject({ code: 'FORBIDDEN' });
     expect(sessionCookiesIn(res)).toEqual([]);
   });
 
