@@ -13,8 +13,12 @@ export const MAX_BODY_BYTES = 1_048_576;
 export function bodyLimit({ maxSize = MAX_BODY_BYTES }: { maxSize?: number } = {}): MiddlewareHandler {
   const limit = honoBodyLimit({
     maxSize,
+    // The rest of the body is never read: on a keep-alive connection its bytes
+    // would be parsed as the next request, so the answer closes the
+    // connection, and says so, so that a client's pool does not reuse it
+    // (Node ends the socket after a response carrying `Connection: close`).
     onError: () => {
-      throw new ApiError('PAYLOAD_TOO_LARGE', `Request body exceeds ${maxSize} bytes`);
+      throw new ApiError('PAYLOAD_TOO_LARGE', `Request body exceeds ${maxSize} bytes`, { headers: { Connection: 'close' } });
     },
   });
   return async function bodyLimit(c, next) {

@@ -1,4 +1,4 @@
-import { request as httpRequest } from 'node:http';
+import { Agent, request as httpRequest } from 'node:http';
 import { connect } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { serve, type ServerType } from '@hono/node-server';
@@ -182,6 +182,89 @@ describe('body limit (spec §8, API.md 413)', () => {
       expect(Date.now() - started).toBeLessThan(4000);
       expect(raw).toContain('"code":"PAYLOAD_TOO_LARGE"');
       expect(echoCalls).toEqual([]);
+    });
+
+    describe('a 413 on a keep-alive connection (issue 14 item 9)', () => {
+      /** One request on `agent`; resolves with the answer, or with the error the client saw. */
+      function send(agent: Agent, method: string, path: string, body?: Buffer, headers: Record<string, string> = {}): Promise<HttpResult & { socket: unknown }> {
+        return new Promise((resolve, reject) => {
+          let settled = false;
+          const req = httpRequest({ host: '127.0.0.1', port, path, method, agent, headers: { ...headers, ...(body ? { 'content-type': 'application/json', 'content-length': String(body.length) } : {}) } }, (res) => {
+            const chunks: Buffer[] = [];
+            res.on('data', (chunk: Buffer) => chunks.push(chunk));
+            res.on('end', () => {
+              settled = true;
+              resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks).toString('utf8'), socket: req.socket });
+            });
+            res.on('error', (error) => {
+              if (!settled) reject(error);
+            });
+          });
+          req.on('error', (error) => {
+            if (!settled) reject(error);
+          });
+          if (body) req.write(body);
+          req.end();
+        });
+      }
+
+      for (const [label, size] of [
+        ['just over the limit', LIMIT + 1],
+        ['several MiB', 6 * LIMIT],
+      ] as const) {
+        it(`${label}: the 413 says Connection: close, and the next request from the same pooled agent is answered`, async () => {
+          const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+          try {
+            const warm = await send(agent, 'GET', '/api/health');
+            expect(warm.status).toBe(200);
+            const refused = await send(agent, 'POST', '/api/test/raw', Buffer.alloc(size, 0x61));
+            expect(refused.status).toBe(413);
+            expect(refused.headers.connection).toBe('close');
+            expect(JSON.parse(refused.body)).toEqual({ code: 'PAYLOAD_TOO_LARGE', message: expect.any(String) });
+            expect(refused.socket).toBe(warm.socket);
+            // The agent must not hand the closed socket to the next request.
+            for (let i = 0; i < 3; i++) {
+              const next = await send(agent, 'GET', '/api/health');
+              expect(next.status).toBe(200);
+              expect(JSON.parse(next.body)).toEqual({ status: 'ok' });
+            }
+            const small = await send(agent, 'POST', '/api/test/raw', Buffer.from('{}'));
+            expect(small.status).toBe(200);
+            expect(rawCalls).toEqual([2]);
+          } finally {
+            agent.destroy();
+          }
+        });
+      }
+
+      it('a 413 to a chunked upload closes the connection as well, and the agent carries on', async () => {
+        const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+        try {
+          const refused = await new Promise<HttpResult>((resolve, reject) => {
+            let settled = false;
+            const req = httpRequest({ host: '127.0.0.1', port, path: '/api/test/raw', method: 'POST', agent, headers: { 'content-type': 'application/json', 'transfer-encoding': 'chunked' } }, (res) => {
+              const chunks: Buffer[] = [];
+              res.on('data', (chunk: Buffer) => chunks.push(chunk));
+              res.on('end', () => {
+                settled = true;
+                resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks).toString('utf8') });
+              });
+            });
+            req.on('error', (error) => {
+              if (!settled) reject(error);
+            });
+            const chunk = Buffer.alloc(64 * 1024, 0x61);
+            for (let sent = 0; sent < 2 * LIMIT; sent += chunk.length) req.write(chunk);
+            req.end();
+          });
+          expect(refused.status).toBe(413);
+          expect(refused.headers.connection).toBe('close');
+          const next = await send(agent, 'GET', '/api/health');
+          expect(next.status).toBe(200);
+        } finally {
+          agent.destroy();
+        }
+      });
     });
 
     it('never hands a handler more bytes than a low Content-Length announces', async () => {
