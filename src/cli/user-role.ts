@@ -5,7 +5,7 @@
  * in one transaction, prints one JSON log line.
  *
  * Exit codes: 0 done (or nothing to change), 1 refused (usage, unknown email,
- * bad configuration) or failed.
+ * bad configuration, an embedded database in use by a running server) or failed.
  */
 import { sql, type Transaction } from 'kysely';
 import { recordAudit } from '../audit.js';
@@ -14,6 +14,7 @@ import { ConfigError, parseConfig } from '../config.js';
 import type { Database } from '../db/client.js';
 import type { DB } from '../db/database.js';
 import { openConfiguredDatabase } from '../deps.js';
+import { DatabaseInUseError } from '../db/open.js';
 import { describeError } from '../errors.js';
 import { createLogger, type Logger } from '../logger.js';
 
@@ -83,7 +84,9 @@ async function main(argv: readonly string[], env: Record<string, unknown>, logge
     args = parseArgs(argv);
     database = await openConfiguredDatabase(parseConfig(env).config);
   } catch (error) {
-    if (error instanceof UserRoleError) logger.error('user_role.refused', { message: error.message });
+    // An embedded database a running server holds: a change made here would be
+    // lost (PGlite has no cross-process locking; src/db/open.ts holds a lock file).
+    if (error instanceof UserRoleError || error instanceof DatabaseInUseError) logger.error('user_role.refused', { message: error.message });
     else if (error instanceof ConfigError) logger.error('config.invalid', { problems: error.problems });
     else logger.error('user_role.failed', { error: describeError(error) });
     return 1;

@@ -1,4 +1,5 @@
-import { mkdir } from 'node:fs/promises';
+import { mkdir, open, readFile, unlink } from 'node:fs/promises';
+import { join } from 'node:path';
 import { Kysely, PostgresDialect, sql } from 'kysely';
 import { APP_ROLE, openPostgres, type Database, type OpenOptions } from './client.js';
 import type { DB } from './database.js';
@@ -31,9 +32,19 @@ export async function openPglite(options: OpenOptions & { loadDataDir?: Blob }):
     import('pg'),
   ]);
   const location = options.url.slice('pglite://'.length);
-  if (location !== 'memory') await mkdir(location, { recursive: true });
-  const pglite = location === 'memory' ? new PGlite({ loadDataDir: options.loadDataDir }) : new PGlite(location);
-  await pglite.waitReady;
+  let releaseLock = async () => {};
+  if (location !== 'memory') {
+    await mkdir(location, { recursive: true });
+    releaseLock = await lockDataDir(location);
+  }
+  let pglite: InstanceType<typeof PGlite>;
+  try {
+    pglite = location === 'memory' ? new PGlite({ loadDataDir: options.loadDataDir }) : new PGlite(location);
+    await pglite.waitReady;
+  } catch (error) {
+    await releaseLock();
+    throw error;
+  }
 
   const pool = new pg.default.Pool({ ...createPgConfig(pglite), max: 1, idleTimeoutMillis: 0 });
   // PGlite is one backend session: a LISTEN on it hears the NOTIFYs of its own
@@ -74,9 +85,72 @@ export async function openPglite(options: OpenOptions & { loadDataDir?: Blob }):
       onNotify();
     },
     async close() {
-      await db.destroy();
-      await pglite.close();
+      try {
+        await db.destroy();
+        await pglite.close();
+      } finally {
+        await releaseLock();
+      }
     },
     dumpDataDir: () => pglite.dumpDataDir('none'),
   };
+}
+
+/** The data directory is open in another process (or twice in this one). */
+export class DatabaseInUseError extends Error {
+  constructor(
+    readonly location: string,
+    readonly pid: number,
+  ) {
+    super(`The embedded database at ${location} is in use by a running process (pid ${pid}), such as the server: stop it first, or run the command against PostgreSQL`);
+    this.name = 'DatabaseInUseError';
+  }
+}
+
+export const LOCK_FILE = '.gatehouse.lock';
+
+/** Lock files this process holds: a lock with our own pid that is not here is a dead predecessor's (a container's pid 1 again). */
+const heldLocks = new Set<string>();
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/**
+ * PGlite has no locking across processes: two of them on one data directory
+ * (the server and `npm run user:role`, say) each see their own copy, and one
+ * silently loses the other's writes. Whoever opens the directory holds
+ * `<dir>/.gatehouse.lock` (created exclusively, holding the pid) until it
+ * closes; a lock whose process is gone is taken over. Returns the release.
+ */
+export async function lockDataDir(location: string): Promise<() => Promise<void>> {
+  const path = join(location, LOCK_FILE);
+  for (let attempt = 0; attempt < 3; attempt++) {
+    try {
+      const handle = await open(path, 'wx');
+      await handle.writeFile(`${process.pid}\n`);
+      await handle.close();
+      heldLocks.add(path);
+      let released = false;
+      return async () => {
+        if (released) return;
+        released = true;
+        heldLocks.delete(path);
+        await unlink(path).catch(() => {});
+      };
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+    }
+    const pid = Number.parseInt(await readFile(path, 'utf8').catch(() => ''), 10);
+    const held = Number.isInteger(pid) && pid > 0 && (pid === process.pid ? heldLocks.has(path) : isAlive(pid));
+    if (held) throw new DatabaseInUseError(location, pid);
+    // Stale (its process is gone, or it was never written out): take it over.
+    await unlink(path).catch(() => {});
+  }
+  throw new Error(`Could not take the lock ${path}`);
 }

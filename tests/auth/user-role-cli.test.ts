@@ -4,13 +4,13 @@
  * directory migrated by the real `db:migrate` command.
  */
 import { execFile } from 'node:child_process';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { openPglite } from '../../src/db/open.js';
+import { LOCK_FILE, openPglite } from '../../src/db/open.js';
 import { TEST_SECRET } from '../support/app.js';
 
 const ROOT = resolve(fileURLToPath(new URL('../..', import.meta.url)));
@@ -144,6 +144,68 @@ describe('user:role command', () => {
     expect(result.code).toBe(1);
     expect(logLines(result)).toEqual([expect.objectContaining({ event: 'user_role.refused', message: expect.stringContaining('usage: npm run user:role -- <email>') })]);
   }, 60_000);
+
+  describe('an embedded database held by a running process (issue 14 item 9)', () => {
+    const lockPath = () => join(dir, LOCK_FILE);
+    const exists = (path: string) => stat(path).then(
+      () => true,
+      () => false,
+    );
+
+    it('refuses with a clear message and exit 1 while the directory is open elsewhere; nothing changes, and works once it is closed', async () => {
+      const userId = ids.badRole;
+      const held = await openPglite({ url: `pglite://${dir}` });
+      try {
+        expect((await readFile(lockPath(), 'utf8')).trim()).toBe(String(process.pid));
+        const result = await cli('bad.role@example.test', 'admin');
+        expect(result.code).toBe(1);
+        expect(logLines(result)).toEqual([
+          expect.objectContaining({
+            level: 'error',
+            event: 'user_role.refused',
+            message: `The embedded database at ${dir} is in use by a running process (pid ${process.pid}), such as the server: stop it first, or run the command against PostgreSQL`,
+          }),
+        ]);
+        // The holder's view: unchanged.
+        const role = await held.withOwner((owner) => owner.selectFrom('users').select('role').where('id', '=', userId).executeTakeFirstOrThrow());
+        expect(role.role).toBe('user');
+        // The holder's lock survives the refused attempt.
+        expect((await readFile(lockPath(), 'utf8')).trim()).toBe(String(process.pid));
+      } finally {
+        await held.close();
+      }
+      expect(await exists(lockPath())).toBe(false);
+      expect(await stateOf(userId)).toEqual({ role: 'user', audit: [] });
+
+      const after = await cli('bad.role@example.test', 'admin');
+      expect(after.code, after.stderr).toBe(0);
+      expect((await stateOf(userId)).role).toBe('admin');
+      await withDatabase((owner) => owner.updateTable('users').set({ role: 'user' }).where('id', '=', userId).execute());
+      await withDatabase((owner) => owner.deleteFrom('audit_logs').where(sql`metadata->>'userId'`, '=', userId).execute());
+    }, 60_000);
+
+    it('a second open in the same process is refused too', async () => {
+      const held = await openPglite({ url: `pglite://${dir}` });
+      try {
+        await expect(openPglite({ url: `pglite://${dir}` })).rejects.toThrow(/in use by a running process/);
+      } finally {
+        await held.close();
+      }
+    }, 60_000);
+
+    it('a stale lock (its process is gone, or empty) is taken over, and removed when the command ends', async () => {
+      const dead = await run(process.execPath, ['-e', 'console.log(process.pid)'], env);
+      const deadPid = Number(dead.stdout.trim());
+      expect(deadPid).toBeGreaterThan(0);
+      for (const content of [`${deadPid}\n`, '']) {
+        await writeFile(lockPath(), content);
+        const result = await cli('already@example.test', 'admin');
+        expect(result.code, result.stderr).toBe(0);
+        expect(logLines(result)).toEqual([expect.objectContaining({ event: 'user.role_unchanged' })]);
+        expect(await exists(lockPath())).toBe(false);
+      }
+    }, 60_000);
+  });
 
   it('refuses to run on an insecure configuration (production without AUTH_SECRET)', async () => {
     const result = await run(TSX, ['src/cli/user-role.ts', 'first.admin@example.test', 'user'], { ...env, NODE_ENV: 'production', AUTH_SECRET: '' });
