@@ -58,6 +58,18 @@ export async function listenForSessionStateChanges(database: AppDeps['database']
 }
 
 /**
+ * The cache the Node entry runs with: on the embedded engine only, which
+ * delivers a notification before the writing commit resolves and has one
+ * process. On a PostgreSQL server another instance's commit reaches this
+ * process's LISTEN connection asynchronously, so a request arriving first
+ * would be answered from a stale entry (tests/integration/multi-instance):
+ * there every authenticated request reads its one statement, as on Workers.
+ */
+export async function sessionStateCacheFor(database: AppDeps['database']): Promise<SessionStateCache<SessionStateRow> | undefined> {
+  return database.kind === 'pglite' ? listenForSessionStateChanges(database) : undefined;
+}
+
+/**
  * The whole service: one middleware chain (request id and access log,
  * security headers, CORS, body limit, rate limit, session, deny-by-default),
  * then the route files, each of which declares its access per route.

@@ -1,5 +1,5 @@
 import { serve } from '@hono/node-server';
-import { createApp, listenForSessionStateChanges } from './app.js';
+import { createApp, sessionStateCacheFor } from './app.js';
 import { ConfigError, parseConfig } from './config.js';
 import { createRateLimitStore, logConfigWarnings, openConfiguredDatabase } from './deps.js';
 import { migrateToLatest } from './db/migrate.js';
@@ -31,7 +31,7 @@ async function main(): Promise<void> {
     { config, database, rateLimitStore: createRateLimitStore(config), logger },
     {
       clientIp: nodeClientIp(config.rateLimit.trustedProxyHops),
-      sessionStateCache: await listenForSessionStateChanges(database),
+      sessionStateCache: await sessionStateCacheFor(database),
     },
   );
 

@@ -6,8 +6,10 @@
  */
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { listenForSessionStateChanges } from '../../src/app.js';
 import { createSessionStateCache } from '../../src/auth/session-state-cache.js';
 import { createTestApp, type TestApp } from '../support/app.js';
+import { openTestDatabase, type TestDatabase } from '../support/database.js';
 import { call } from '../support/http.js';
 import { signedInUser, type SignedInUser } from '../support/users.js';
 
@@ -19,22 +21,28 @@ async function sessionName(t: TestApp, user: SignedInUser): Promise<string> {
 
 /** PostgreSQL delivers a NOTIFY on the listening connection shortly after the commit; PGlite before it resolves. */
 async function cleared(t: TestApp): Promise<void> {
-  for (let i = 0; i < 200 && t.sessionStateCache.size > 0; i++) await new Promise((resolve) => setTimeout(resolve, 10));
-  expect(t.sessionStateCache.size).toBe(0);
+  for (let i = 0; i < 200 && t.sessionStateCache!.size > 0; i++) await new Promise((resolve) => setTimeout(resolve, 10));
+  expect(t.sessionStateCache!.size).toBe(0);
 }
 
 describe('session-state cache', () => {
   let t: TestApp;
+  let database: TestDatabase;
   let user: SignedInUser;
   beforeAll(async () => {
-    t = await createTestApp();
+    // The mechanism on both engines (the Node entry runs it on the embedded one only: src/app.ts sessionStateCacheFor).
+    database = await openTestDatabase();
+    t = await createTestApp({ database, sessionStateCache: await listenForSessionStateChanges(database) });
     user = await signedInUser(t, { name: 'Before' });
   });
-  afterAll(() => t.close());
+  afterAll(async () => {
+    await t.close();
+    await database.close();
+  });
 
   it('answers a repeated session read from memory, and a committed change elsewhere clears it', async () => {
     expect(await sessionName(t, user)).toBe('Before');
-    expect(t.sessionStateCache.size).toBe(1);
+    expect(t.sessionStateCache!.size).toBe(1);
 
     // A write with the notifying trigger switched off: the cache keeps answering the old state.
     await t.database.withOwner(async (owner) => {
@@ -54,7 +62,7 @@ describe('session-state cache', () => {
 
   it('a rolled-back write notifies nobody', async () => {
     await sessionName(t, user);
-    expect(t.sessionStateCache.size).toBe(1);
+    expect(t.sessionStateCache!.size).toBe(1);
     await t.database
       .withOwner((owner) =>
         owner.transaction().execute(async (trx) => {
@@ -64,18 +72,18 @@ describe('session-state cache', () => {
       )
       .catch(() => {});
     await new Promise((resolve) => setTimeout(resolve, 200));
-    expect(t.sessionStateCache.size).toBe(1);
+    expect(t.sessionStateCache!.size).toBe(1);
     expect(await sessionName(t, user)).toBe('After');
   });
 
   it("keeps its entries across the SPA's repeated get-session, and empties on a write through the API", async () => {
     await sessionName(t, user);
-    expect(t.sessionStateCache.size).toBe(1);
+    expect(t.sessionStateCache!.size).toBe(1);
     expect((await call(t, '/api/auth/get-session', { jar: user.jar })).status).toBe(200);
-    expect(t.sessionStateCache.size).toBe(1);
+    expect(t.sessionStateCache!.size).toBe(1);
     const res = await call(t, '/api/auth/update-user', { method: 'POST', jar: user.jar, body: { name: 'Renamed' } });
     expect(res.status).toBe(200);
-    expect(t.sessionStateCache.size).toBe(0);
+    expect(t.sessionStateCache!.size).toBe(0);
     expect(await sessionName(t, user)).toBe('Renamed');
   });
 

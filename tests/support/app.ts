@@ -1,4 +1,4 @@
-import { createApp, listenForSessionStateChanges, type CreateAppOptions } from '../../src/app.js';
+import { createApp, sessionStateCacheFor, type CreateAppOptions } from '../../src/app.js';
 import { parseConfig, type Config } from '../../src/config.js';
 import { createMemoryLogger } from '../../src/logger.js';
 import { createMemoryStore, createUpstashStore, type RateLimitStore } from '../../src/middleware/rate-limit-store.js';
@@ -58,8 +58,8 @@ export async function createTestApp(options: TestAppOptions = {}) {
   const logger = createMemoryLogger();
   const database = options.database ?? (await openTestDatabase());
   const testStore = options.store ? { store: options.store, close: async () => {} } : await createTestStore(config, clock);
-  // As the Node entry runs: session states cached, cleared by the database's notifications.
-  const sessionStateCache = options.sessionStateCache ?? (await listenForSessionStateChanges(database));
+  // As the Node entry runs: session states cached on the embedded engine, cleared by its notifications.
+  const sessionStateCache = options.sessionStateCache ?? (await sessionStateCacheFor(database));
   const app = createApp({ config, database, rateLimitStore: testStore.store, logger, clock }, { ...options, sessionStateCache });
   return {
     app,
