@@ -82,7 +82,10 @@ function errorResponses(config: RouteConfig, declared: Access) {
     ...(ownCredentials ? { 401: errorResponse('UNAUTHORIZED: missing or wrong credentials (see `security`)') } : {}),
     ...(protectedRoute
       ? { 403: errorResponse('FORBIDDEN, NO_ACTIVE_ORGANIZATION, INSUFFICIENT_PERMISSIONS, ACCOUNT_SCHEDULED_FOR_DELETION (and NOT_OWNER where stated)') }
-      : {}),
+      : config.method !== 'get'
+        ? // The CSRF check is global (middleware/csrf.ts): it does not ask whether the route needs the cookie.
+          { 403: errorResponse("FORBIDDEN: a state change carrying a Cookie header from an origin other than the app's") }
+        : {}),
     ...(hasParams ? { 404: errorResponse('NOT_FOUND: unknown id, or one of another organization') } : {}),
     ...(protectedRoute && config.method !== 'get' ? { 409: errorResponse('SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE or TARGET_NOT_ADMIN where the route can cause them') } : {}),
     // The body limit is global (app.ts): any request may send a body, even a GET.

@@ -183,6 +183,8 @@ describe('OpenAPI document (DOCS_ENABLED=true)', () => {
       const credentialsRequired = requirements.length > 0 && requirements.every((r) => Object.keys(r).length > 0);
       if (typeof access === 'object' && access.session) expected.push('401', '403');
       else if (credentialsRequired) expected.push('401'); // e.g. the cron route's CRON_SECRET
+      // The CSRF check (middleware/csrf.ts) refuses any cookie-bearing state change from a foreign origin.
+      if (key.split(' ')[0] !== 'GET') expected.push('403');
       if (op.requestBody) expected.push('400', '415');
       if ((op.parameters ?? []).some((p: Json) => p.in === 'path')) expected.push('400', '404');
       if ((op.parameters ?? []).some((p: Json) => p.in === 'query')) expected.push('400');
@@ -237,6 +239,15 @@ describe('OpenAPI document (DOCS_ENABLED=true)', () => {
     const replaced = (await t.app.request('/api/health', { headers: { 'x-request-id': 'a'.repeat(129) } })).headers.get('x-request-id')!;
     expect(replaced).not.toBe('a'.repeat(129));
     expect(replaced).toMatch(pattern);
+  });
+
+  it('answers a cookie-bearing state change from a foreign origin with the 403 it declares, also on a route without a session', async () => {
+    const op = doc.paths['/api/cron/purge-accounts'].post;
+    expect(op['x-access']).toBe('public');
+    expect(op.responses['403'].content['application/json'].schema.$ref).toBe('#/components/schemas/Error');
+    const res = await t.app.request('/api/cron/purge-accounts', { method: 'POST', headers: { cookie: 'gatehouse.session_token=x', origin: 'https://evil.example' } });
+    expect(res.status).toBe(403);
+    expect(((await res.json()) as Json).code).toBe('FORBIDDEN');
   });
 
   it('marks the deprecated member-role route and declares its Deprecation and Link headers', () => {
