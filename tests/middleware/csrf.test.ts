@@ -9,6 +9,7 @@ import { Hono } from 'hono';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { renderError } from '../../src/errors.js';
 import { csrf } from '../../src/middleware/csrf.js';
+import type { AppEnv } from '../../src/types.js';
 import { createTestApp, type TestApp } from '../support/app.js';
 import { APP_ORIGIN, call } from '../support/http.js';
 import { PASSWORD, signedInUser, type SignedInUser } from '../support/users.js';
@@ -32,7 +33,7 @@ function expectRefused(res: Response, body: unknown, label: string) {
 }
 
 describe('csrf middleware (the decision, on a bare app)', () => {
-  const app = new Hono();
+  const app = new Hono<AppEnv>();
   app.use('*', csrf({ trustedOrigins: ['http://localhost:3000/', 'HTTP://LocalHost:4000'] }));
   app.all('/x', (c) => c.text('ran'));
   app.onError(renderError);
