@@ -38,7 +38,7 @@ async function main(): Promise<void> {
   const server = serve({ fetch: app.fetch, port: config.port, hostname: config.host, serverOptions: { ...LISTENER_OPTIONS } }, (info) => {
     logger.info('server.listening', { host: config.host, port: info.port, engine: database.kind, env: config.env });
   });
-  answerClientErrors(server);
+  answerClientErrors(server, { csp: config.csp });
 
   let stopping = false;
   const shutdown = (signal: string) => {

@@ -7,6 +7,7 @@ import { ApiError } from '../errors.js';
 import { access, sessionOf } from '../middleware/guard.js';
 import { createRouter, defineRoute } from '../router.js';
 import { recordAudit } from '../audit.js';
+import { IdParams } from './schemas.js';
 
 const AdminUserSchema = z
   .object({
@@ -41,7 +42,7 @@ const changeRoleRoute = defineRoute({
   access: access.platform('superadmin'),
   summary: "Change a user's platform role (superadmins)",
   request: {
-    params: z.object({ id: z.uuidv4() }),
+    params: IdParams,
     body: { content: { 'application/json': { schema: RoleChangeSchema } } },
   },
   responses: {

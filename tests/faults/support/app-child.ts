@@ -25,7 +25,7 @@ const app = createApp(
 const server = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1', serverOptions: { ...LISTENER_OPTIONS } }, (info) => {
   console.log(JSON.stringify({ event: 'child.listening', port: info.port }));
 });
-answerClientErrors(server);
+answerClientErrors(server, { csp: config.csp });
 process.on('SIGTERM', () => {
   server.close(() => void database.close().finally(() => process.exit(0)));
   setTimeout(() => process.exit(0), 3000).unref();
