@@ -20,8 +20,15 @@ async function console<T>(poolerOwnerUrl: string, fn: (sql: postgres.Sql) => Pro
  * database can be dropped; clients reconnect on their next query.
  */
 export function releaseDatabase(poolerOwnerUrl: string, database: string): Promise<void> {
+  const name = database.replaceAll('"', '');
   return console(poolerOwnerUrl, async (sql) => {
-    await sql.unsafe(`KILL "${database.replaceAll('"', '')}"`).simple();
-    await sql.unsafe(`RESUME "${database.replaceAll('"', '')}"`).simple();
+    await sql.unsafe(`KILL "${name}"`).simple();
+    // KILL returns before the server connections are gone: wait until none is listed.
+    for (let i = 0; i < 100; i++) {
+      const servers = (await sql.unsafe('SHOW SERVERS').simple()) as unknown as { database: string }[];
+      if (!servers.some((server) => server.database === name)) break;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    await sql.unsafe(`RESUME "${name}"`).simple();
   });
 }

@@ -18,6 +18,10 @@ export function randomSecret(length = 40): string {
 export interface WranglerDev {
   url: string;
   port: number;
+  /** The worker's DevTools inspector (CPU profiles: scripts/bench-worker-profile.ts). */
+  inspectorPort: number;
+  /** wrangler's working folder (its .wrangler/tmp holds the dev bundle and its source map). */
+  dir: string;
   /** Everything wrangler and the worker printed so far. */
   log(): string;
   stop(): Promise<void>;
@@ -156,5 +160,5 @@ export async function startWranglerDev(options: {
     }
     await new Promise((ok) => setTimeout(ok, options.readyPath === null ? 20 : 250));
   }
-  return { url, port, log, stop };
+  return { url, port, inspectorPort, dir, log, stop };
 }
