@@ -14,7 +14,12 @@ import { seedTenant } from './bench-worker.js';
 import { profileWhile } from './bench-worker-profile.js';
 import autocannon from 'autocannon';
 const w = (u: string, n: string) => { const p = new URL(u); p.pathname = '/' + n; return p.toString(); };
-const { TEST_PG_URL, TEST_POOLER_URL, TEST_POOLER_APP_URL, TEST_PG_APP_URL } = process.env as Record<string, string>;
+const env = (name: string): string => {
+  const value = process.env[name];
+  if (!value) throw new Error(`${name} is not set: source .ci/services.sh && services_start`);
+  return value;
+};
+const [TEST_PG_URL, TEST_POOLER_URL, TEST_POOLER_APP_URL, TEST_PG_APP_URL] = ['TEST_PG_URL', 'TEST_POOLER_URL', 'TEST_POOLER_APP_URL', 'TEST_PG_APP_URL'].map(env) as [string, string, string, string];
 const name = `gh_probe_${crypto.randomUUID().replaceAll('-', '')}`;
 const admin = postgres(TEST_PG_URL, { max: 1, onnotice: () => {} });
 await admin.unsafe(`create database "${name}"`);
