@@ -275,7 +275,7 @@ export async function runWorkerBench(options: WorkerBenchOptions): Promise<{ row
       {
         method: 'POST',
         path: '/api/roles',
-        headers: { cookie: a.cookie, 'content-type': 'application/json' },
+        headers: { cookie: a.cookie, origin: ORIGIN, 'content-type': 'application/json' },
         setupRequest: (req) => ({ ...req, body: JSON.stringify({ name: `bench role ${process.pid} ${(counter += 1)}`, permissions: ['roles:read'] }) }),
         onResponse: (status, body, context) => {
           if (status === 201) (context as Record<string, unknown>).roleId = (JSON.parse(body) as { id: string }).id;
@@ -283,7 +283,7 @@ export async function runWorkerBench(options: WorkerBenchOptions): Promise<{ row
       },
       {
         method: 'DELETE',
-        headers: { cookie: a.cookie },
+        headers: { cookie: a.cookie, origin: ORIGIN },
         setupRequest: (req, context) => ({ ...req, path: `/api/roles/${String((context as Record<string, unknown>).roleId)}` }),
       },
     ]);
