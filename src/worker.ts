@@ -54,7 +54,7 @@ function runtimeFor(env: Bindings): Runtime | ConfigError {
       const app = createApp(
         { config, database, rateLimitStore: createRateLimitStore(config), logger },
         {
-          clientIp: (c) => c.req.header('cf-connecting-ip') ?? clientIpFromForwardedFor(c.req.header('x-forwarded-for')),
+          clientIp: (c) => c.req.header('cf-connecting-ip') ?? clientIpFromForwardedFor(c.req.header('x-forwarded-for'), config.rateLimit.trustedProxyHops),
           // Work after the answer (a password reset's mail, lastUsedAt) stays
           // in its request's lifetime: the connection closes after it.
           background: (task) => scope.keep(task),
