@@ -1,3 +1,4 @@
+import type { PlatformRole } from './auth/permissions.js';
 import type { Config } from './config.js';
 import type { Database as DatabaseHandle } from './db/client.js';
 import type { Logger } from './logger.js';
@@ -17,7 +18,7 @@ export interface AppDeps {
 
 /** The session a request carries, resolved once by the session middleware (spec §2 Session). */
 export interface EnrichedSession {
-  user: { id: string; email: string; name: string; role: 'superadmin' | 'admin' | 'user'; emailVerified: boolean };
+  user: { id: string; email: string; name: string; role: PlatformRole; emailVerified: boolean };
   session: { id: string; activeOrganizationId: string | null; expiresAt: string };
   permissions: string[];
   /** When set, the account is scheduled for deletion (spec §2 User). Not part of the JSON session. */

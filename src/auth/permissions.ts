@@ -16,15 +16,21 @@ type ResourceActions = typeof RESOURCE_ACTIONS;
 export type Resource = keyof ResourceActions;
 export type Permission = { [R in Resource]: `${R}:${ResourceActions[R][number]}` }[Resource];
 
-/** `<resource>:<action>` with the spec's allowed parts (spec §2 Permission). */
-export const PERMISSION_PATTERN = /^(users|organizations|members|invitations|roles|api_keys):(read|write|delete)$/;
-
 export const ALL_PERMISSIONS: readonly Permission[] = Object.entries(RESOURCE_ACTIONS).flatMap(([resource, actions]) =>
   actions.map((action) => `${resource}:${action}` as Permission),
 );
 
+/** How many permissions exist (spec §2 table): the most a role or a key can list. */
+export const PERMISSION_COUNT = ALL_PERMISSIONS.length;
+
+const ACTIONS = [...new Set(Object.values(RESOURCE_ACTIONS).flat())];
+
+/** `<resource>:<action>` with the spec's allowed parts (spec §2 Permission), from the table. */
+export const PERMISSION_PATTERN = new RegExp(`^(${Object.keys(RESOURCE_ACTIONS).join('|')}):(${ACTIONS.join('|')})$`);
+
 const READ_ONLY = ALL_PERMISSIONS.filter((permission) => permission.endsWith(':read'));
 
+/** Platform roles stored in `users.role` (CHECK constraint in migrations/0001); declared only here. */
 export const PLATFORM_ROLES = ['superadmin', 'admin', 'user'] as const;
 export type PlatformRole = (typeof PLATFORM_ROLES)[number];
 

@@ -29,6 +29,7 @@ import type {
   DBFieldAttribute,
 } from 'better-auth';
 import type { Invitation, Member, Organization, OrganizationOptions } from 'better-auth/plugins';
+import { PLATFORM_ROLES } from './permissions.js';
 
 /** `emailVerified` -> `email_verified` at the type level. */
 type SnakeCase<S extends string> = S extends `${infer Head}${infer Tail}`
@@ -54,14 +55,11 @@ type OrganizationSessionFields = Required<
 // Core models
 // ---------------------------------------------------------------------------
 
-/** Platform roles stored in `users.role` (CHECK constraint in 0001). */
-export const USER_ROLES = ['superadmin', 'admin', 'user'] as const;
-export type UserRole = (typeof USER_ROLES)[number];
 
 const userAdditionalFields = {
   /** Platform role. Never settable through sign-up or update-user (`input: false`). */
   role: {
-    type: [...USER_ROLES],
+    type: [...PLATFORM_ROLES],
     required: true,
     defaultValue: 'user',
     input: false,

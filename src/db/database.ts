@@ -1,4 +1,5 @@
 import type { ColumnType, Generated, Insertable, Selectable, Updateable } from 'kysely';
+import type { PlatformRole } from '../auth/permissions.js';
 
 /**
  * The one source of table types (STYLE.md "Types flow from one place").
@@ -8,15 +9,13 @@ import type { ColumnType, Generated, Insertable, Selectable, Updateable } from '
 type Timestamp = ColumnType<Date, Date | string | undefined, Date | string>;
 type NullableTimestamp = ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
 
-export type PlatformRoleColumn = 'superadmin' | 'admin' | 'user';
-
 export interface UsersTable {
   id: Generated<string>;
   name: string;
   email: string;
   email_verified: Generated<boolean>;
   image: string | null;
-  role: Generated<PlatformRoleColumn>;
+  role: Generated<PlatformRole>;
   deleted_at: NullableTimestamp;
   created_at: Timestamp;
   updated_at: Timestamp;

@@ -2,7 +2,7 @@ import { z } from '@hono/zod-openapi';
 import { sql, type Kysely } from 'kysely';
 import { recordAudit } from '../audit.js';
 import { generateKey, KEY_PREFIX } from '../auth/api-key-material.js';
-import { missing } from '../auth/permissions.js';
+import { missing, PERMISSION_COUNT } from '../auth/permissions.js';
 import type { DB } from '../db/database.js';
 import { KEY_COLUMNS, keyMetadata } from '../db/queries/api-keys.js';
 import { knownPermissions } from '../db/queries/roles.js';
@@ -11,7 +11,7 @@ import { ApiError } from '../errors.js';
 import { access, sessionOf } from '../middleware/guard.js';
 import { createRouter, defineRoute, jsonContent } from '../router.js';
 import type { Clock } from '../types.js';
-import { displayName, IdParams, PERMISSION_COUNT, PermissionString, uniqueArray } from './schemas.js';
+import { displayName, IdParams, PermissionString, uniqueArray } from './schemas.js';
 
 const ApiKeySchema = z
   .object({

@@ -1,5 +1,5 @@
 import { z } from '@hono/zod-openapi';
-import { ALL_PERMISSIONS, PERMISSION_PATTERN } from '../auth/permissions.js';
+import { PERMISSION_COUNT, PERMISSION_PATTERN } from '../auth/permissions.js';
 
 /**
  * A UUID version 4, as zod checks it, with that check's pattern in the
@@ -12,9 +12,6 @@ export const IdParams = z.object({ id: uuidV4().openapi({ param: { name: 'id', i
 
 /** A permission string in `resource:action` form (spec §2). */
 export const PermissionString = z.string().regex(PERMISSION_PATTERN, { message: 'must be <resource>:<action> with a known resource and action' });
-
-/** How many permissions exist (spec §2 table): the most a role or a key can list. */
-export const PERMISSION_COUNT = ALL_PERMISSIONS.length;
 
 /**
  * A list without repeats: the refine enforces it, `uniqueItems` documents it

@@ -1,4 +1,5 @@
 import { z } from '@hono/zod-openapi';
+import { PLATFORM_ROLES } from '../auth/permissions.js';
 import { access, loadSession } from '../middleware/guard.js';
 import { createRouter, defineRoute } from '../router.js';
 
@@ -8,7 +9,7 @@ export const EnrichedSessionSchema = z
       id: z.uuid(),
       email: z.string(),
       name: z.string(),
-      role: z.enum(['superadmin', 'admin', 'user']),
+      role: z.enum(PLATFORM_ROLES),
       emailVerified: z.boolean(),
     }),
     session: z.object({ id: z.uuid(), activeOrganizationId: z.uuid().nullable(), expiresAt: z.iso.datetime() }),

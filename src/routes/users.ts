@@ -1,4 +1,5 @@
 import { z } from '@hono/zod-openapi';
+import { PLATFORM_ROLES } from '../auth/permissions.js';
 import { sql, type Kysely } from 'kysely';
 import { recordAudit } from '../audit.js';
 import { runInTransaction } from '../db/ambient.js';
@@ -14,7 +15,7 @@ const ProfileSchema = z
     id: z.uuid(),
     email: z.string(),
     name: z.string(),
-    role: z.enum(['superadmin', 'admin', 'user']),
+    role: z.enum(PLATFORM_ROLES),
     emailVerified: z.boolean(),
     deletedAt: z.iso.datetime().nullable(),
   })
