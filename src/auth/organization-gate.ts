@@ -1,7 +1,7 @@
 import type { Context } from 'hono';
 import type { Kysely, Transaction } from 'kysely';
 import type { DB } from '../db/database.js';
-import { revokeOrganizationKeys } from '../db/queries/api-keys.js';
+import { revokeKeys } from '../db/queries/api-keys.js';
 import { lockOwners } from '../db/queries/members.js';
 import { findRoleBySlug, libraryRoleFor } from '../db/queries/roles.js';
 import { setTenant, withTenant } from '../db/tenant.js';
@@ -98,7 +98,7 @@ export async function beforeOrganizationCall(trx: Transaction<DB>, call: Organiz
   }
   if (path === '/organization/delete' && organizationId) {
     // Spec §3 "API key": deleting an organization revokes its keys (rolled back if the library refuses).
-    await revokeOrganizationKeys(trx, { tenantId: organizationId, actorId: call.session?.user.id ?? null, requestId: call.requestId, reason: 'organization_deleted' });
+    await revokeKeys(trx, { tenantId: organizationId, actorId: call.session?.user.id ?? null, requestId: call.requestId, reason: 'organization_deleted' });
   }
 }
 
@@ -131,7 +131,7 @@ export async function afterOrganizationCall(trx: Transaction<DB>, call: Organiza
   const removed = path === '/organization/remove-member' ? (record.member as JsonObject | undefined)?.userId : path === '/organization/leave' ? call.session?.user.id : undefined;
   if (typeof removed === 'string' && call.organizationId) {
     // Issue 14 item 9: a member who leaves or is removed keeps no key of that organization; rejoining revives none.
-    await revokeOrganizationKeys(trx, { tenantId: call.organizationId, createdBy: removed, actorId: call.session?.user.id ?? null, requestId: call.requestId, reason: 'member_removed' });
+    await revokeKeys(trx, { tenantId: call.organizationId, createdBy: removed, actorId: call.session?.user.id ?? null, requestId: call.requestId, reason: 'member_removed' });
   }
   return body;
 }

@@ -3,12 +3,30 @@ import type { DB } from './database.js';
 import { runInTransaction } from './ambient.js';
 
 /**
- * Names the tenant for the rest of this transaction (set_config(..., true)),
- * never for the connection: row-level security on the tenant tables reads it
- * (migrations 0002, 0003).
+ * The settings row-level security reads (migrations 0002-0004), named for the
+ * rest of the transaction (set_config(..., true)), never for the connection.
+ * '' names nobody; a setting left out keeps its value.
  */
+export interface Scope {
+  /** `app.tenant_id`: the organization whose roles, keys and audit rows are visible. */
+  tenantId?: string;
+  /** `app.key_owner_id`: with no tenant named, the keys this user created, in every organization. */
+  keyOwnerId?: string;
+  /** `app.actor_id`: with no tenant named, the audit entries this user caused. */
+  actorId?: string;
+}
+
+const SETTINGS = { tenantId: 'app.tenant_id', keyOwnerId: 'app.key_owner_id', actorId: 'app.actor_id' } as const satisfies Record<keyof Scope, string>;
+
+/** Sets the given scope in one statement: the only place the service calls set_config. */
+export async function setScope(trx: Transaction<DB>, scope: Scope): Promise<void> {
+  const calls = (Object.keys(SETTINGS) as (keyof Scope)[]).filter((key) => scope[key] !== undefined).map((key) => sql`set_config(${SETTINGS[key]}, ${scope[key]!}, true)`);
+  if (calls.length > 0) await sql`select ${sql.join(calls)}`.execute(trx);
+}
+
+/** Names the tenant for the rest of this transaction. */
 export async function setTenant(trx: Transaction<DB>, tenantId: string): Promise<void> {
-  await sql`select set_config('app.tenant_id', ${tenantId}, true)`.execute(trx);
+  await setScope(trx, { tenantId });
 }
 
 /** One transaction scoped to one organization: the second lock behind each query's own `tenant_id` filter. */

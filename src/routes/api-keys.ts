@@ -1,12 +1,10 @@
 import { z } from '@hono/zod-openapi';
-import { sql, type Kysely } from 'kysely';
-import { recordAudit } from '../audit.js';
+import type { Kysely } from 'kysely';
 import { generateKey, KEY_PREFIX } from '../auth/api-key-material.js';
 import { missing, PERMISSION_COUNT } from '../auth/permissions.js';
 import type { DB } from '../db/database.js';
-import { KEY_COLUMNS, keyMetadata } from '../db/queries/api-keys.js';
+import { insertKey, listKeys, revokeKey } from '../db/queries/api-keys.js';
 import { knownPermissions } from '../db/queries/roles.js';
-import { withTenant } from '../db/tenant.js';
 import { ApiError } from '../errors.js';
 import { access, sessionOf } from '../middleware/guard.js';
 import { createRouter, defineRoute, jsonContent } from '../router.js';
@@ -127,59 +125,21 @@ export function apiKeyRoutes({ db, clock }: { db: Kysely<DB>; clock: Clock }) {
         throw new ApiError('INSUFFICIENT_PERMISSIONS', 'Insufficient permissions', { details: lacking.map((scope) => ({ path: 'scopes', message: `caller lacks ${scope}` })) });
       }
       const material = generateKey();
-      const sortedScopes = [...scopes].sort();
-      const row = await withTenant(db, tenantId, async (trx) => {
-        const inserted = await trx
-          .insertInto('api_keys')
-          .values({
-            tenant_id: tenantId,
-            created_by: session.user.id,
-            name,
-            scopes: sortedScopes,
-            expires_at: expires,
-            last_four: material.lastFour,
-            key_hash: material.hash,
-            key_salt: material.salt,
-            lookup_digest: material.lookupDigest,
-          })
-          .returning([...KEY_COLUMNS])
-          .executeTakeFirstOrThrow();
-        await recordAudit(trx, { action: 'api_key.created', actorId: session.user.id, organizationId: tenantId, metadata: keyMetadata(inserted), requestId: c.get('requestId') });
-        return inserted;
-      });
+      const row = await insertKey(db, { tenantId, createdBy: session.user.id, name, scopes: [...scopes].sort(), expiresAt: expires, material, requestId: c.get('requestId') });
       const { revokedAt: _r, lastUsedAt: _l, ...created } = toApiKey(row);
       return c.json({ ...created, key: material.key }, 201);
     })
     .openapi(listRoute, async (c) => {
       const tenantId = sessionOf(c).session.activeOrganizationId!;
-      const rows = await withTenant(db, tenantId, (trx) =>
-        trx.selectFrom('api_keys').select([...KEY_COLUMNS]).where('tenant_id', '=', tenantId).orderBy('created_at', 'desc').orderBy('id', 'desc').execute(),
-      );
+      const rows = await listKeys(db, tenantId);
       return c.json(rows.map(toApiKey), 200);
     })
     .openapi(revokeRoute, async (c) => {
       const session = sessionOf(c);
       const tenantId = session.session.activeOrganizationId!;
       const { id } = c.req.valid('param');
-      const revokedAt = await withTenant(db, tenantId, async (trx) => {
-        // One conditional UPDATE decides the winner: of twenty concurrent
-        // revokes exactly one returns a row and writes the audit entry.
-        const revoked = await trx
-          .updateTable('api_keys')
-          .set({ revoked_at: sql`now()` })
-          .where('tenant_id', '=', tenantId)
-          .where('id', '=', id)
-          .where('revoked_at', 'is', null)
-          .returning(['id', 'name', 'scopes', 'expires_at', 'revoked_at'])
-          .executeTakeFirst();
-        if (revoked) {
-          await recordAudit(trx, { action: 'api_key.revoked', actorId: session.user.id, organizationId: tenantId, metadata: keyMetadata(revoked), requestId: c.get('requestId') });
-          return revoked.revoked_at!;
-        }
-        const existing = await trx.selectFrom('api_keys').select('revoked_at').where('tenant_id', '=', tenantId).where('id', '=', id).executeTakeFirst();
-        if (!existing?.revoked_at) throw new ApiError('NOT_FOUND', 'API key not found');
-        return existing.revoked_at;
-      });
+      const revokedAt = await revokeKey(db, { tenantId, keyId: id, actorId: session.user.id, requestId: c.get('requestId') });
+      if (!revokedAt) throw new ApiError('NOT_FOUND', 'API key not found');
       return c.json({ id, revoked: true as const, revokedAt: new Date(revokedAt).toISOString() }, 200);
     });
 }

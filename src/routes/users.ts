@@ -1,10 +1,8 @@
 import { z } from '@hono/zod-openapi';
 import { PLATFORM_ROLES } from '../auth/permissions.js';
-import { sql, type Kysely } from 'kysely';
-import { recordAudit } from '../audit.js';
-import { runInTransaction } from '../db/ambient.js';
+import type { Kysely } from 'kysely';
 import type { DB } from '../db/database.js';
-import { purgeAccount, purgeAfter } from '../db/queries/accounts.js';
+import { exportAccount, findProfile, purgeAccount, purgeAfter, reactivate, scheduleDeletion } from '../db/queries/accounts.js';
 import { ApiError } from '../errors.js';
 import { access, sessionOf } from '../middleware/guard.js';
 import { createRouter, defineRoute, jsonContent } from '../router.js';
@@ -103,7 +101,7 @@ const purgeRoute = defineRoute({
 const iso = (value: Date | null) => (value ? new Date(value).toISOString() : null);
 
 async function profile(db: Kysely<DB>, userId: string) {
-  const user = await db.selectFrom('users').select(['id', 'email', 'name', 'role', 'email_verified', 'deleted_at']).where('id', '=', userId).executeTakeFirst();
+  const user = await findProfile(db, userId);
   if (!user) throw new ApiError('UNAUTHORIZED', 'Authentication required');
   return { id: user.id, email: user.email, name: user.name, role: user.role, emailVerified: user.email_verified, deletedAt: iso(user.deleted_at) };
 }
@@ -115,67 +113,17 @@ export function userRoutes({ db, clock, graceDays }: { db: Kysely<DB>; clock: Cl
     .openapi(scheduleRoute, async (c) => {
       const session = sessionOf(c);
       const deletedAt = clock();
-      await runInTransaction(db, async (trx) => {
-        await trx.updateTable('users').set({ deleted_at: deletedAt, updated_at: deletedAt }).where('id', '=', session.user.id).execute();
-        await recordAudit(trx, {
-          action: 'account.deletion_scheduled',
-          actorId: session.user.id,
-          organizationId: null,
-          metadata: { userId: session.user.id, purgeAfter: purgeAfter(deletedAt, graceDays).toISOString() },
-          requestId: c.get('requestId'),
-        });
-      });
+      await scheduleDeletion(db, { userId: session.user.id, at: deletedAt, purgeAfter: purgeAfter(deletedAt, graceDays), requestId: c.get('requestId') });
       return c.json({ deletedAt: deletedAt.toISOString(), purgeAfter: purgeAfter(deletedAt, graceDays).toISOString() }, 202);
     })
     .openapi(reactivateRoute, async (c) => {
       const session = sessionOf(c);
-      await runInTransaction(db, async (trx) => {
-        const cleared = await trx
-          .updateTable('users')
-          .set({ deleted_at: null, updated_at: clock() })
-          .where('id', '=', session.user.id)
-          .where('deleted_at', 'is not', null)
-          .executeTakeFirst();
-        if (cleared.numUpdatedRows > 0n) {
-          await recordAudit(trx, { action: 'account.reactivated', actorId: session.user.id, organizationId: null, metadata: { userId: session.user.id }, requestId: c.get('requestId') });
-        }
-      });
+      await reactivate(db, { userId: session.user.id, at: clock(), requestId: c.get('requestId') });
       return c.json(await profile(db, session.user.id), 200);
     })
     .openapi(exportRoute, async (c) => {
       const userId = sessionOf(c).user.id;
-      const data = await runInTransaction(db, async (trx) => {
-        const memberships = await trx
-          .selectFrom('members as m')
-          .innerJoin('organizations as o', 'o.id', 'm.organization_id')
-          .select(['m.id', 'm.organization_id', 'o.name', 'o.slug', 'm.role_id', 'm.created_at'])
-          .where('m.user_id', '=', userId)
-          .orderBy('m.created_at')
-          .execute();
-        const roles = new Map<string, { slug: string; name: string }>();
-        for (const m of memberships) {
-          if (!m.role_id) continue;
-          await sql`select set_config('app.tenant_id', ${m.organization_id}, true)`.execute(trx);
-          const role = await trx.selectFrom('roles').select(['slug', 'name']).where('id', '=', m.role_id).executeTakeFirst();
-          if (role) roles.set(m.role_id, role);
-        }
-        // No tenant named: the key and audit policies admit the caller's own rows (migrations 0003, 0004).
-        await sql`select set_config('app.tenant_id', '', true), set_config('app.key_owner_id', ${userId}, true), set_config('app.actor_id', ${userId}, true)`.execute(trx);
-        const keys = await trx
-          .selectFrom('api_keys')
-          .select(['id', 'tenant_id', 'name', 'scopes', 'expires_at', 'last_four', 'created_at', 'revoked_at'])
-          .where('created_by', '=', userId)
-          .orderBy('created_at')
-          .execute();
-        const audit = await trx
-          .selectFrom('audit_logs')
-          .select(['id', 'action', 'tenant_id', 'metadata', 'created_at'])
-          .where('actor_id', '=', userId)
-          .orderBy('created_at')
-          .orderBy('id')
-          .execute();
-        return { memberships, roles, keys, audit };
-      });
+      const data = await exportAccount(db, userId);
       return c.json(
         {
           profile: await profile(db, userId),

@@ -1,7 +1,7 @@
 import { sql, type Kysely, type Transaction } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { DB } from '../../src/db/database.js';
-import { revokeUserKeys } from '../../src/db/queries/api-keys.js';
+import { revokeKeys } from '../../src/db/queries/api-keys.js';
 import { createTestApp, type TestApp } from '../support/app.js';
 import { call, type CookieJar } from '../support/http.js';
 import { addMember, asOwnerInTenant, auditRows, createOrganization, expectStatus, newMember, setActive, type TestMember, type TestOrganization } from '../support/orgs.js';
@@ -185,7 +185,7 @@ describe('API keys at the database', () => {
     });
   });
 
-  describe('revokeUserKeys', () => {
+  describe('revokeKeys of a user', () => {
     it("revokes a user's active keys in every organization, one api_key.revoked entry each, in its organization", async () => {
       const user = await newMember(t, org, 'admin');
       await addMember(t, other, user, 'admin');
@@ -201,7 +201,7 @@ describe('API keys at the database', () => {
 
       const actorId = crypto.randomUUID();
       const result = await t.db.transaction().execute(async (trx) => {
-        const count = await revokeUserKeys(trx, { userId: user.id, actorId, requestId: 'req-test', reason: 'account_purged' });
+        const count = (await revokeKeys(trx, { createdBy: user.id, actorId, requestId: 'req-test', reason: 'account_purged' })).length;
         const { rows } = await sql<{ tenant: string; owner: string }>`select current_setting('app.tenant_id', true) as tenant, current_setting('app.key_owner_id', true) as owner`.execute(trx);
         return { count, settings: rows[0] };
       });
@@ -229,7 +229,7 @@ describe('API keys at the database', () => {
       }
 
       // Nothing left to revoke: a second run is a no-op with no new entries.
-      expect(await t.db.transaction().execute((trx) => revokeUserKeys(trx, { userId: user.id, actorId, reason: 'account_purged' }))).toBe(0);
+      expect(await t.db.transaction().execute((trx) => revokeKeys(trx, { createdBy: user.id, actorId, reason: 'account_purged' }))).toHaveLength(0);
       expect(await auditRows(t, org.id, 'api_key.revoked')).toHaveLength(revokedBefore.org + 2);
       expect(await auditRows(t, other.id, 'api_key.revoked')).toHaveLength(revokedBefore.other + 1);
     });

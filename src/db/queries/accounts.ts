@@ -3,7 +3,8 @@ import { recordAudit } from '../../audit.js';
 import { ApiError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
 import type { DB } from '../database.js';
-import { revokeOrganizationKeys, revokeUserKeys } from './api-keys.js';
+import { revokeKeys } from './api-keys.js';
+import { setScope, setTenant } from '../tenant.js';
 import { runInTransaction } from '../ambient.js';
 
 /** When an account scheduled at `deletedAt` is due for purge (ACCOUNT_DELETION_GRACE_DAYS). */
@@ -49,10 +50,10 @@ export async function purgeAccount(
       });
     }
 
-    await revokeUserKeys(trx, { userId, actorId, requestId, reason: 'account_purged' });
+    await revokeKeys(trx, { createdBy: userId, actorId, requestId, reason: 'account_purged' });
     for (const solo of memberships.filter((m) => m.members === 1)) {
-      await revokeOrganizationKeys(trx, { tenantId: solo.organization_id, actorId, requestId, reason: 'account_purged' });
-      await sql`select set_config('app.tenant_id', '', true)`.execute(trx);
+      await revokeKeys(trx, { tenantId: solo.organization_id, actorId, requestId, reason: 'account_purged' });
+      await setScope(trx, { tenantId: '' });
       await trx.deleteFrom('organizations').where('id', '=', solo.organization_id).execute();
     }
     // Outstanding reset tokens (value: the user id) and magic links (value: JSON naming the email).
@@ -90,4 +91,56 @@ export async function purgeExpiredAccounts(db: Kysely<DB>, { now, graceDays, log
   }
   logger.info('account.purge_run', { due: due.length, purged, failed, skipped });
   return { purged, failed };
+}
+
+export function findProfile(db: Kysely<DB>, userId: string) {
+  return db.selectFrom('users').select(['id', 'email', 'name', 'role', 'email_verified', 'deleted_at']).where('id', '=', userId).executeTakeFirst();
+}
+
+/** Marks the account for deletion at `at` (spec §3 "Account scheduled for deletion"), audited with its purge date. */
+export async function scheduleDeletion(db: Kysely<DB>, { userId, at, purgeAfter, requestId }: { userId: string; at: Date; purgeAfter: Date; requestId?: string }): Promise<void> {
+  await runInTransaction(db, async (trx) => {
+    await trx.updateTable('users').set({ deleted_at: at, updated_at: at }).where('id', '=', userId).execute();
+    await recordAudit(trx, { action: 'account.deletion_scheduled', actorId: userId, organizationId: null, metadata: { userId, purgeAfter: purgeAfter.toISOString() }, requestId });
+  });
+}
+
+/** Cancels a scheduled deletion; audited only when there was one. */
+export async function reactivate(db: Kysely<DB>, { userId, at, requestId }: { userId: string; at: Date; requestId?: string }): Promise<void> {
+  await runInTransaction(db, async (trx) => {
+    const cleared = await trx.updateTable('users').set({ deleted_at: null, updated_at: at }).where('id', '=', userId).where('deleted_at', 'is not', null).executeTakeFirst();
+    if (cleared.numUpdatedRows > 0n) {
+      await recordAudit(trx, { action: 'account.reactivated', actorId: userId, organizationId: null, metadata: { userId }, requestId });
+    }
+  });
+}
+
+/** The user's own memberships (with their roles), keys and audit entries, in one transaction (GET /api/users/me/export). */
+export async function exportAccount(db: Kysely<DB>, userId: string) {
+  return runInTransaction(db, async (trx) => {
+    const memberships = await trx
+      .selectFrom('members as m')
+      .innerJoin('organizations as o', 'o.id', 'm.organization_id')
+      .select(['m.id', 'm.organization_id', 'o.name', 'o.slug', 'm.role_id', 'm.created_at'])
+      .where('m.user_id', '=', userId)
+      .orderBy('m.created_at')
+      .execute();
+    const roles = new Map<string, { slug: string; name: string }>();
+    for (const m of memberships) {
+      if (!m.role_id) continue;
+      await setTenant(trx, m.organization_id);
+      const role = await trx.selectFrom('roles').select(['slug', 'name']).where('id', '=', m.role_id).executeTakeFirst();
+      if (role) roles.set(m.role_id, role);
+    }
+    // No tenant named: the key and audit policies admit the caller's own rows (migrations 0003, 0004).
+    await setScope(trx, { tenantId: '', keyOwnerId: userId, actorId: userId });
+    const keys = await trx
+      .selectFrom('api_keys')
+      .select(['id', 'tenant_id', 'name', 'scopes', 'expires_at', 'last_four', 'created_at', 'revoked_at'])
+      .where('created_by', '=', userId)
+      .orderBy('created_at')
+      .execute();
+    const audit = await trx.selectFrom('audit_logs').select(['id', 'action', 'tenant_id', 'metadata', 'created_at']).where('actor_id', '=', userId).orderBy('created_at').orderBy('id').execute();
+    return { memberships, roles, keys, audit };
+  });
 }

@@ -1,7 +1,7 @@
-import { sql, type Transaction } from 'kysely';
+import { sql, type Kysely, type Transaction } from 'kysely';
 import { recordAudit } from '../../audit.js';
 import type { DB } from '../database.js';
-import { setTenant } from '../tenant.js';
+import { setScope, setTenant, withTenant } from '../tenant.js';
 
 export const KEY_COLUMNS = ['id', 'tenant_id', 'created_by', 'name', 'scopes', 'expires_at', 'key_prefix', 'last_four', 'created_at', 'revoked_at', 'last_used_at'] as const;
 
@@ -10,37 +10,94 @@ export function keyMetadata(key: { id: string; name: string; scopes: string[]; e
   return { keyId: key.id, name: key.name, scopes: key.scopes, expiresAt: key.expires_at ? new Date(key.expires_at).toISOString() : null };
 }
 
-/**
- * Revokes every active key of one organization, or only those `createdBy`
- * made there, each with an `api_key.revoked` entry (spec §3: organization
- * deleted; issue 14: a member removed). Needs nothing set on `trx`.
- */
-export async function revokeOrganizationKeys(
-  trx: Transaction<DB>,
-  { tenantId, createdBy, actorId, requestId, reason }: { tenantId: string; createdBy?: string; actorId: string | null; requestId?: string; reason: string },
-): Promise<number> {
-  await setTenant(trx, tenantId);
-  let query = trx.updateTable('api_keys').set({ revoked_at: sql`now()` }).where('tenant_id', '=', tenantId).where('revoked_at', 'is', null);
-  if (createdBy) query = query.where('created_by', '=', createdBy);
-  const revoked = await query.returning(['id', 'name', 'scopes', 'expires_at']).execute();
-  for (const key of revoked) {
-    await recordAudit(trx, { action: 'api_key.revoked', actorId, organizationId: tenantId, metadata: { ...keyMetadata(key), reason }, requestId });
-  }
-  return revoked.length;
+export interface RevokeKeys {
+  /** The organization whose keys go; none: those `createdBy` made, in every organization. */
+  tenantId?: string;
+  /** Only the keys this user created. */
+  createdBy?: string;
+  /** Only this key. */
+  keyId?: string;
+  actorId: string | null;
+  requestId?: string;
+  /** Why, in each audit entry's metadata (none for a key revoked by request). */
+  reason?: string;
 }
 
 /**
- * Revokes every active key a user created, in every organization, each with
- * an `api_key.revoked` entry in its organization (spec §3: user deleted).
- * Leaves the transaction with no tenant named.
+ * Revokes active keys, each with one `api_key.revoked` entry in its
+ * organization: one key (DELETE /api/api-keys/:id), an organization's (spec
+ * §3: organization deleted), one member's there (issue 14: member removed),
+ * or a user's everywhere (spec §3: user deleted). One conditional UPDATE per
+ * organization decides the winner, so concurrent revokes audit a key once.
+ * Needs nothing set on `trx`; leaves the tenant named when given, no tenant
+ * and no key owner otherwise.
  */
-export async function revokeUserKeys(trx: Transaction<DB>, { userId, actorId, requestId, reason }: { userId: string; actorId: string | null; requestId?: string; reason: string }): Promise<number> {
-  await sql`select set_config('app.tenant_id', '', true), set_config('app.key_owner_id', ${userId}, true)`.execute(trx);
-  const tenants = await trx.selectFrom('api_keys').select('tenant_id').distinct().where('created_by', '=', userId).where('revoked_at', 'is', null).execute();
-  let count = 0;
-  for (const { tenant_id: tenantId } of tenants) {
-    count += await revokeOrganizationKeys(trx, { tenantId, createdBy: userId, actorId, requestId, reason });
+export async function revokeKeys(trx: Transaction<DB>, target: RevokeKeys): Promise<{ id: string; revoked_at: Date | null }[]> {
+  const { tenantId, createdBy, keyId, actorId, requestId, reason } = target;
+  if (tenantId === undefined) {
+    if (!createdBy) throw new Error('revokeKeys: name a tenant or a creator');
+    await setScope(trx, { tenantId: '', keyOwnerId: createdBy });
+    const tenants = await trx.selectFrom('api_keys').select('tenant_id').distinct().where('created_by', '=', createdBy).where('revoked_at', 'is', null).execute();
+    const revoked = [];
+    for (const { tenant_id } of tenants) revoked.push(...(await revokeKeys(trx, { ...target, tenantId: tenant_id })));
+    await setScope(trx, { tenantId: '', keyOwnerId: '' });
+    return revoked;
   }
-  await sql`select set_config('app.tenant_id', '', true), set_config('app.key_owner_id', '', true)`.execute(trx);
-  return count;
+  await setTenant(trx, tenantId);
+  let query = trx.updateTable('api_keys').set({ revoked_at: sql`now()` }).where('tenant_id', '=', tenantId).where('revoked_at', 'is', null);
+  if (createdBy) query = query.where('created_by', '=', createdBy);
+  if (keyId) query = query.where('id', '=', keyId);
+  const revoked = await query.returning(['id', 'name', 'scopes', 'expires_at', 'revoked_at']).execute();
+  for (const key of revoked) {
+    await recordAudit(trx, { action: 'api_key.revoked', actorId, organizationId: tenantId, metadata: { ...keyMetadata(key), ...(reason ? { reason } : {}) }, requestId });
+  }
+  return revoked;
+}
+
+/** DELETE /api/api-keys/:id, idempotent: when the key was revoked, by this call or before; NOT_FOUND is the caller's to raise (null). */
+export async function revokeKey(db: Kysely<DB>, { tenantId, keyId, actorId, requestId }: { tenantId: string; keyId: string; actorId: string; requestId?: string }): Promise<Date | null> {
+  return withTenant(db, tenantId, async (trx) => {
+    const [revoked] = await revokeKeys(trx, { tenantId, keyId, actorId, requestId });
+    if (revoked) return revoked.revoked_at!;
+    const existing = await trx.selectFrom('api_keys').select('revoked_at').where('tenant_id', '=', tenantId).where('id', '=', keyId).executeTakeFirst();
+    return existing?.revoked_at ?? null;
+  });
+}
+
+/** The organization's keys, newest first. */
+export function listKeys(db: Kysely<DB>, tenantId: string) {
+  return withTenant(db, tenantId, (trx) => trx.selectFrom('api_keys').select([...KEY_COLUMNS]).where('tenant_id', '=', tenantId).orderBy('created_at', 'desc').orderBy('id', 'desc').execute());
+}
+
+export interface NewKey {
+  tenantId: string;
+  createdBy: string;
+  name: string;
+  scopes: string[];
+  expiresAt: Date | null;
+  material: { lastFour: string; hash: string; salt: string; lookupDigest: string };
+  requestId?: string;
+}
+
+/** Stores a key (its hash, salt and lookup digest, never the key) with its `api_key.created` entry. */
+export function insertKey(db: Kysely<DB>, key: NewKey) {
+  return withTenant(db, key.tenantId, async (trx) => {
+    const inserted = await trx
+      .insertInto('api_keys')
+      .values({
+        tenant_id: key.tenantId,
+        created_by: key.createdBy,
+        name: key.name,
+        scopes: key.scopes,
+        expires_at: key.expiresAt,
+        last_four: key.material.lastFour,
+        key_hash: key.material.hash,
+        key_salt: key.material.salt,
+        lookup_digest: key.material.lookupDigest,
+      })
+      .returning([...KEY_COLUMNS])
+      .executeTakeFirstOrThrow();
+    await recordAudit(trx, { action: 'api_key.created', actorId: key.createdBy, organizationId: key.tenantId, metadata: keyMetadata(inserted), requestId: key.requestId });
+    return inserted;
+  });
 }
