@@ -4,7 +4,7 @@ import { createMailer, type Mailer } from './auth/email.js';
 import { createSessionResolver, type SessionStateRow } from './auth/session.js';
 import { createSessionStateCache, SESSION_STATE_CHANNEL, type SessionStateCache } from './auth/session-state-cache.js';
 import { registerOrganizationHandlers } from './auth/organizations.js';
-import { createApiKeyResolver, hasSessionCookie, presentedKey } from './auth/api-key-auth.js';
+import { createApiKeyResolver, credentialResolver } from './auth/api-key-auth.js';
 import { createCookieCacheVerifier } from './auth/cookie-cache.js';
 import { ApiError, renderError } from './errors.js';
 import { createEvents, type Events } from './events.js';
@@ -15,7 +15,7 @@ import { bodyLimit } from './middleware/body-limit.js';
 import { csrf } from './middleware/csrf.js';
 import { jsonInput } from './middleware/json-input.js';
 import { rateLimit, type RateLimitOptions } from './middleware/rate-limit.js';
-import { session } from './middleware/session.js';
+import { clearSessionStates, session } from './middleware/session.js';
 import { denyUndeclared } from './middleware/guard.js';
 import { createRouter } from './router.js';
 import { healthRoutes } from './routes/health.js';
@@ -112,39 +112,10 @@ export function createApp(deps: AppDeps, options: CreateAppOptions = {}) {
   // After the limiter: a refused request costs no parsing.
   use(jsonInput());
   const cache = options.sessionStateCache;
-  if (cache) {
-    // This instance's own writes are seen by its next request even before
-    // the database's notification arrives (on PostgreSQL it comes on another
-    // connection): anything that may have written clears the cache when it
-    // ends. Reads of the service's own routes never write session state; the
-    // library's GETs may (verification and magic links, OAuth callbacks),
-    // except get-session, the read an SPA repeats, whose only write (the
-    // daily expiry refresh) changes nothing the cache holds but the expiry
-    // the cookie already carries.
-    use(async function clearSessionStates(c, next) {
-      try {
-        await next();
-      } finally {
-        const method = c.req.method;
-        const path = c.req.path;
-        const writes = (method !== 'GET' && method !== 'HEAD' && method !== 'OPTIONS') || (path.startsWith('/api/auth/') && path !== '/api/auth/get-session');
-        if (writes) cache.clear();
-      }
-    });
-  }
+  if (cache) use(clearSessionStates({ cache }));
   const resolveCookie = createSessionResolver({ auth, db, config, graceDays: config.accountDeletionGraceDays, cache, fromCache: readCookieCache });
   const resolveKey = config.apiKeyAuth ? createApiKeyResolver({ db, config, store: rateLimitStore, clock, background: options.background, cache }) : null;
-  use(
-    session({
-      resolve: async (c) => {
-        // Keys never authenticate the library's routes (API.md API_KEY_AUTH).
-        const key = resolveKey && !c.req.path.startsWith('/api/auth/') ? presentedKey(c) : null;
-        if (!key) return resolveCookie(c);
-        if (hasSessionCookie(c)) throw new ApiError('VALIDATION_ERROR', 'Send a session cookie or an API key, not both');
-        return resolveKey!(c, key);
-      },
-    }),
-  );
+  use(session({ resolve: credentialResolver({ cookie: resolveCookie, key: resolveKey }) }));
   use(denyUndeclared(globals));
 
   app.route('/', healthRoutes({ db }));

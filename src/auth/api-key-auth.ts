@@ -39,6 +39,22 @@ export function hasSessionCookie(c: Context<AppEnv>): boolean {
   return cookie.includes(`${COOKIE_PREFIX}.session_token=`);
 }
 
+type Resolve = (c: Context<AppEnv>) => Promise<EnrichedSession | null>;
+
+/**
+ * Which credential a request authenticates with: a key when one is presented
+ * and keys are on (`key` given), a session cookie otherwise; both at once is
+ * refused. Keys never authenticate the library's routes (API.md API_KEY_AUTH).
+ */
+export function credentialResolver({ cookie, key }: { cookie: Resolve; key: ((c: Context<AppEnv>, presented: string) => Promise<EnrichedSession | null>) | null }): Resolve {
+  return async (c) => {
+    const presented = key && !c.req.path.startsWith('/api/auth/') ? presentedKey(c) : null;
+    if (!presented) return cookie(c);
+    if (hasSessionCookie(c)) throw new ApiError('VALIDATION_ERROR', 'Send a session cookie or an API key, not both');
+    return key!(c, presented);
+  };
+}
+
 const refused = () => new ApiError('UNAUTHORIZED', 'Invalid API key');
 
 /**

@@ -4,7 +4,7 @@
  *
  * Invalidation is what makes it honest: the database notifies on every
  * commit that changes what `session_state` reads (migrations/0005), and the
- * app clears it itself after any request that may have written (app.ts), so
+ * app clears it itself after any request that may have written (mayWriteSessionState), so
  * a role change, a revoked session, an organization switch or a scheduled
  * deletion is seen on the next request exactly as without the cache. A read
  * that was in flight when an invalidation came is not stored (generation).
@@ -77,3 +77,17 @@ export function createSessionStateCache<T>({ maxEntries = 10_000, ttlMs = 60_000
 
 /** The channel migrations/0005 notifies on. */
 export const SESSION_STATE_CHANNEL = 'gatehouse_session_state';
+
+/**
+ * Whether a request of this instance may have written what the cache holds,
+ * so the cache is cleared when it ends: its own writes are then seen by the
+ * next request even before the database's notification arrives (on
+ * PostgreSQL it comes on another connection). Reads of the service's own
+ * routes never write session state; the library's GETs may (verification and
+ * magic links, OAuth callbacks), except get-session, the read an SPA repeats,
+ * whose only write (the daily expiry refresh) changes nothing the cache holds
+ * but the expiry the cookie already carries.
+ */
+export function mayWriteSessionState(method: string, path: string): boolean {
+  return (method !== 'GET' && method !== 'HEAD' && method !== 'OPTIONS') || (path.startsWith('/api/auth/') && path !== '/api/auth/get-session');
+}

@@ -1,4 +1,5 @@
 import type { Context, MiddlewareHandler } from 'hono';
+import { mayWriteSessionState } from '../auth/session-state-cache.js';
 import type { AppEnv, EnrichedSession } from '../types.js';
 
 export type SessionResolver = (c: Context<AppEnv>) => Promise<EnrichedSession | null>;
@@ -20,5 +21,16 @@ export function session({ resolve }: { resolve: SessionResolver }): MiddlewareHa
       return pending;
     });
     await next();
+  };
+}
+
+/** Clears the session-state cache after every request that may have written what it holds (auth/session-state-cache.ts). */
+export function clearSessionStates({ cache }: { cache: { clear(): void } }): MiddlewareHandler<AppEnv> {
+  return async function clearSessionStates(c, next) {
+    try {
+      await next();
+    } finally {
+      if (mayWriteSessionState(c.req.method, c.req.path)) cache.clear();
+    }
   };
 }
