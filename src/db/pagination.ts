@@ -1,4 +1,4 @@
-import { sql, type ExpressionBuilder } from 'kysely';
+import { sql, type ExpressionBuilder, type SelectQueryBuilder } from 'kysely';
 import { z } from 'zod';
 import { ApiError } from '../errors.js';
 
@@ -65,4 +65,19 @@ export function page<T extends { cursor_at: string; id: string }>(rows: T[], lim
   const items = rows.slice(0, limit);
   const last = items.at(-1);
   return { items, nextCursor: rows.length > limit && last ? encodeCursor(last) : null };
+}
+
+/**
+ * One page of `query`, newest first: orders by (created_at, id) descending,
+ * reads one row more than `limit` to know whether another page follows, and
+ * starts after `cursor` (400 VALIDATION_ERROR when it is not one of ours).
+ */
+export async function paginate<O extends { id: string }>(
+  query: SelectQueryBuilder<any, any, O>,
+  { limit, cursor }: { limit: number; cursor?: string },
+): Promise<{ items: (O & { cursor_at: string })[]; nextCursor: string | null }> {
+  const after = cursor ? decodeCursor(cursor) : null;
+  let paged = query.select(cursorAt).orderBy('created_at', 'desc').orderBy('id', 'desc').limit(limit + 1);
+  if (after) paged = paged.where((eb) => afterCursor(eb, after));
+  return page((await paged.execute()) as (O & { cursor_at: string })[], limit);
 }

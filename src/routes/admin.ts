@@ -2,11 +2,10 @@ import { z } from '@hono/zod-openapi';
 import type { Kysely } from 'kysely';
 import { PLATFORM_ROLES } from '../auth/permissions.js';
 import type { DB } from '../db/database.js';
-import { afterCursor, cursorAt, decodeCursor, page, PageQuerySchema } from '../db/pagination.js';
-import { ApiError } from '../errors.js';
+import { paginate, PageQuerySchema } from '../db/pagination.js';
+import { changePlatformRole } from '../db/queries/users.js';
 import { access, sessionOf } from '../middleware/guard.js';
 import { createRouter, defineRoute } from '../router.js';
-import { recordAudit } from '../audit.js';
 import { IdParams } from './schemas.js';
 
 const AdminUserSchema = z
@@ -54,19 +53,7 @@ const changeRoleRoute = defineRoute({
 export function adminRoutes({ db }: { db: Kysely<DB> }) {
   return createRouter()
     .openapi(listRoute, async (c) => {
-      const { limit, cursor } = c.req.valid('query');
-      let query = db
-        .selectFrom('users')
-        .select(['id', 'email', 'role', 'email_verified', 'deleted_at', 'created_at'])
-        .select(cursorAt)
-        .orderBy('created_at', 'desc')
-        .orderBy('id', 'desc')
-        .limit(limit + 1);
-      if (cursor) {
-        const after = decodeCursor(cursor);
-        query = query.where((eb) => afterCursor(eb, after));
-      }
-      const { items, nextCursor } = page(await query.execute(), limit);
+      const { items, nextCursor } = await paginate(db.selectFrom('users').select(['id', 'email', 'role', 'email_verified', 'deleted_at', 'created_at']), c.req.valid('query'));
       return c.json(
         {
           items: items.map((user) => ({
@@ -86,31 +73,7 @@ export function adminRoutes({ db }: { db: Kysely<DB> }) {
       const actor = sessionOf(c);
       const { id } = c.req.valid('param');
       const { role } = c.req.valid('json');
-      const changed = await db.transaction().execute(async (trx) => {
-        // Every superadmin row first, in one order, then the target's: two
-        // superadmins demoting each other at once queue on the same locks,
-        // and the second re-reads the rows the first changed (so it counts
-        // one superadmin, not two). Concurrent changes are audited in the
-        // order they apply.
-        const superadmins = await trx.selectFrom('users').select('id').where('role', '=', 'superadmin').orderBy('id').forUpdate().execute();
-        const current = await trx.selectFrom('users').select(['id', 'role']).where('id', '=', id).forUpdate().executeTakeFirst();
-        if (!current) throw new ApiError('NOT_FOUND', 'User not found');
-        if (current.role === role) return current;
-        // Like the last Owner of an organization (API.md 409 OWNERSHIP_CONSTRAINT):
-        // only the command line can make a superadmin, so none must be left without one.
-        if (current.role === 'superadmin' && superadmins.length <= 1) {
-          throw new ApiError('OWNERSHIP_CONSTRAINT', 'The last superadmin cannot be demoted');
-        }
-        await trx.updateTable('users').set({ role, updated_at: new Date() }).where('id', '=', id).execute();
-        await recordAudit(trx, {
-          action: 'user.role_changed',
-          actorId: actor.user.id,
-          organizationId: null,
-          metadata: { userId: id, previousRole: current.role, role },
-          requestId: c.get('requestId'),
-        });
-        return { id, role };
-      });
+      const changed = await changePlatformRole(db, { userId: id, role, actorId: actor.user.id, requestId: c.get('requestId') });
       return c.json({ id: changed.id, role: changed.role }, 200);
     });
 }

@@ -1,7 +1,7 @@
 import { z } from '@hono/zod-openapi';
 import type { Kysely } from 'kysely';
 import type { DB } from '../db/database.js';
-import { afterCursor, cursorAt, decodeCursor, page, PageQuerySchema } from '../db/pagination.js';
+import { paginate, PageQuerySchema } from '../db/pagination.js';
 import { withTenant } from '../db/tenant.js';
 import { access, sessionOf } from '../middleware/guard.js';
 import { createRouter, defineRoute } from '../router.js';
@@ -35,21 +35,9 @@ const route = defineRoute({
 export function auditLogRoutes({ db }: { db: Kysely<DB> }) {
   return createRouter().openapi(route, async (c) => {
     const tenantId = sessionOf(c).session.activeOrganizationId!;
-    const { limit, cursor } = c.req.valid('query');
-    const after = cursor ? decodeCursor(cursor) : null;
-    const rows = await withTenant(db, tenantId, (trx) => {
-      let query = trx
-        .selectFrom('audit_logs')
-        .select(['id', 'action', 'actor_id', 'tenant_id', 'metadata', 'created_at'])
-        .select(cursorAt)
-        .where('tenant_id', '=', tenantId)
-        .orderBy('created_at', 'desc')
-        .orderBy('id', 'desc')
-        .limit(limit + 1);
-      if (after) query = query.where((eb) => afterCursor(eb, after));
-      return query.execute();
-    });
-    const { items, nextCursor } = page(rows, limit);
+    const { items, nextCursor } = await withTenant(db, tenantId, (trx) =>
+      paginate(trx.selectFrom('audit_logs').select(['id', 'action', 'actor_id', 'tenant_id', 'metadata', 'created_at']).where('tenant_id', '=', tenantId), c.req.valid('query')),
+    );
     return c.json(
       {
         items: items.map((row) => ({
