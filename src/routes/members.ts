@@ -1,12 +1,9 @@
 import { z } from '@hono/zod-openapi';
 import type { Context } from 'hono';
 import type { Kysely } from 'kysely';
-import { recordAudit } from '../audit.js';
 import type { DB } from '../db/database.js';
-import { changeMemberRole, listMembers, lockOwners, membershipOf } from '../db/queries/members.js';
-import { findDefaultRole, libraryRoleFor } from '../db/queries/roles.js';
+import { listMembers, setMemberRole, transferOwnership } from '../db/queries/members.js';
 import { withTenant } from '../db/tenant.js';
-import { ApiError } from '../errors.js';
 import { access, sessionOf } from '../middleware/guard.js';
 import { createRouter, defineRoute, jsonContent } from '../router.js';
 import type { AppEnv } from '../types.js';
@@ -84,22 +81,9 @@ const transferRoute = defineRoute({
 
 /** Spec §3 "Member role", §4, API.md members rows. */
 export function memberRoutes({ db }: { db: Kysely<DB> }) {
-  const change = async (c: Context<AppEnv>, memberId: string, roleId: string) => {
+  const change = (c: Context<AppEnv>, memberId: string, roleId: string) => {
     const actor = sessionOf(c);
-    const tenantId = actor.session.activeOrganizationId!;
-    return withTenant(db, tenantId, async (trx) => {
-      const result = await changeMemberRole(trx, { tenantId, memberId, roleId, actor });
-      if (result.previousRoleId !== result.roleId) {
-        await recordAudit(trx, {
-          action: 'member.role_changed',
-          actorId: actor.user.id,
-          organizationId: tenantId,
-          metadata: { ...result },
-          requestId: c.get('requestId'),
-        });
-      }
-      return result;
-    });
+    return setMemberRole(db, { tenantId: actor.session.activeOrganizationId!, memberId, roleId, actor, requestId: c.get('requestId') });
   };
 
   return createRouter()
@@ -126,27 +110,7 @@ export function memberRoutes({ db }: { db: Kysely<DB> }) {
       const actor = sessionOf(c);
       const tenantId = actor.session.activeOrganizationId!;
       const { targetMemberId } = c.req.valid('json');
-      const result = await withTenant(db, tenantId, async (trx) => {
-        const owners = await lockOwners(trx, tenantId);
-        const caller = await membershipOf(trx, tenantId, actor.user.id);
-        if (!caller || !owners.includes(caller.id)) throw new ApiError('NOT_OWNER', 'Only the current Owner can transfer ownership');
-        const admin = await findDefaultRole(trx, tenantId, 'admin');
-        const owner = await findDefaultRole(trx, tenantId, 'owner');
-        const target = await trx.selectFrom('members').select(['id', 'role_id']).where('organization_id', '=', tenantId).where('id', '=', targetMemberId).forUpdate().executeTakeFirst();
-        if (!target || target.role_id !== admin.id) throw new ApiError('TARGET_NOT_ADMIN', 'The new Owner must be an Admin of this organization');
-        // Spec §3: an atomic swap.
-        await trx.updateTable('members').set({ role_id: admin.id, role: libraryRoleFor('admin') }).where('id', '=', caller.id).execute();
-        await trx.updateTable('members').set({ role_id: owner.id, role: libraryRoleFor('owner') }).where('id', '=', target.id).execute();
-        const outcome = { transferred: true as const, previousOwnerMemberId: caller.id, newOwnerMemberId: target.id };
-        await recordAudit(trx, {
-          action: 'ownership.transferred',
-          actorId: actor.user.id,
-          organizationId: tenantId,
-          metadata: { previousOwnerMemberId: caller.id, newOwnerMemberId: target.id },
-          requestId: c.get('requestId'),
-        });
-        return outcome;
-      });
+      const result = await transferOwnership(db, { tenantId, userId: actor.user.id, targetMemberId, requestId: c.get('requestId') });
       return c.json(result, 200);
     });
 }

@@ -1,8 +1,10 @@
-import type { Transaction } from 'kysely';
+import type { Kysely, Transaction } from 'kysely';
+import { recordAudit } from '../../audit.js';
 import { ApiError } from '../../errors.js';
 import { missing } from '../../auth/permissions.js';
 import type { DB } from '../database.js';
 import { findDefaultRole, findRole, libraryRoleFor } from './roles.js';
+import { withTenant } from '../tenant.js';
 import type { EnrichedSession } from '../../types.js';
 
 /**
@@ -55,6 +57,43 @@ export async function changeMemberRole(trx: Transaction<DB>, { tenantId, memberI
     await trx.updateTable('members').set({ role_id: target.id, role: libraryRoleFor(target.slug) }).where('id', '=', member.id).execute();
   }
   return { memberId: member.id, roleId: target.id, previousRoleId: member.role_id };
+}
+
+/** changeMemberRole in its own transaction, audited as `member.role_changed` when the role changed. */
+export function setMemberRole(
+  db: Kysely<DB>,
+  { tenantId, memberId, roleId, actor, requestId }: { tenantId: string; memberId: string; roleId: string; actor: EnrichedSession; requestId?: string },
+): Promise<RoleChange> {
+  return withTenant(db, tenantId, async (trx) => {
+    const result = await changeMemberRole(trx, { tenantId, memberId, roleId, actor });
+    if (result.previousRoleId !== result.roleId) {
+      await recordAudit(trx, { action: 'member.role_changed', actorId: actor.user.id, organizationId: tenantId, metadata: { ...result }, requestId });
+    }
+    return result;
+  });
+}
+
+/**
+ * Spec §3 ownership transfer, an atomic swap: the calling Owner becomes an
+ * Admin and the target Admin the Owner (NOT_OWNER, TARGET_NOT_ADMIN otherwise).
+ */
+export function transferOwnership(
+  db: Kysely<DB>,
+  { tenantId, userId, targetMemberId, requestId }: { tenantId: string; userId: string; targetMemberId: string; requestId?: string },
+) {
+  return withTenant(db, tenantId, async (trx) => {
+    const owners = await lockOwners(trx, tenantId);
+    const caller = await membershipOf(trx, tenantId, userId);
+    if (!caller || !owners.includes(caller.id)) throw new ApiError('NOT_OWNER', 'Only the current Owner can transfer ownership');
+    const admin = await findDefaultRole(trx, tenantId, 'admin');
+    const owner = await findDefaultRole(trx, tenantId, 'owner');
+    const target = await trx.selectFrom('members').select(['id', 'role_id']).where('organization_id', '=', tenantId).where('id', '=', targetMemberId).forUpdate().executeTakeFirst();
+    if (!target || target.role_id !== admin.id) throw new ApiError('TARGET_NOT_ADMIN', 'The new Owner must be an Admin of this organization');
+    await trx.updateTable('members').set({ role_id: admin.id, role: libraryRoleFor('admin') }).where('id', '=', caller.id).execute();
+    await trx.updateTable('members').set({ role_id: owner.id, role: libraryRoleFor('owner') }).where('id', '=', target.id).execute();
+    await recordAudit(trx, { action: 'ownership.transferred', actorId: userId, organizationId: tenantId, metadata: { previousOwnerMemberId: caller.id, newOwnerMemberId: target.id }, requestId });
+    return { transferred: true as const, previousOwnerMemberId: caller.id, newOwnerMemberId: target.id };
+  });
 }
 
 export interface MemberRow {
