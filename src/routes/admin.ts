@@ -2,8 +2,8 @@ import { z } from '@hono/zod-openapi';
 import type { Kysely } from 'kysely';
 import { PLATFORM_ROLES } from '../auth/permissions.js';
 import type { DB } from '../db/database.js';
-import { paginate, PageQuerySchema } from '../db/pagination.js';
-import { changePlatformRole } from '../db/queries/users.js';
+import { PageQuerySchema } from '../db/pagination.js';
+import { changePlatformRole, listUsers } from '../db/queries/users.js';
 import { access, sessionOf } from '../middleware/guard.js';
 import { createRouter, defineRoute } from '../router.js';
 import { IdParams } from './schemas.js';
@@ -53,7 +53,7 @@ const changeRoleRoute = defineRoute({
 export function adminRoutes({ db }: { db: Kysely<DB> }) {
   return createRouter()
     .openapi(listRoute, async (c) => {
-      const { items, nextCursor } = await paginate(db.selectFrom('users').select(['id', 'email', 'role', 'email_verified', 'deleted_at', 'created_at']), c.req.valid('query'));
+      const { items, nextCursor } = await listUsers(db, c.req.valid('query'));
       return c.json(
         {
           items: items.map((user) => ({

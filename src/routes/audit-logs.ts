@@ -1,8 +1,8 @@
 import { z } from '@hono/zod-openapi';
 import type { Kysely } from 'kysely';
 import type { DB } from '../db/database.js';
-import { paginate, PageQuerySchema } from '../db/pagination.js';
-import { withTenant } from '../db/tenant.js';
+import { PageQuerySchema } from '../db/pagination.js';
+import { auditPage } from '../db/queries/audit-logs.js';
 import { access, sessionOf } from '../middleware/guard.js';
 import { createRouter, defineRoute } from '../router.js';
 
@@ -35,9 +35,7 @@ const route = defineRoute({
 export function auditLogRoutes({ db }: { db: Kysely<DB> }) {
   return createRouter().openapi(route, async (c) => {
     const tenantId = sessionOf(c).session.activeOrganizationId!;
-    const { items, nextCursor } = await withTenant(db, tenantId, (trx) =>
-      paginate(trx.selectFrom('audit_logs').select(['id', 'action', 'actor_id', 'tenant_id', 'metadata', 'created_at']).where('tenant_id', '=', tenantId), c.req.valid('query')),
-    );
+    const { items, nextCursor } = await auditPage(db, tenantId, c.req.valid('query'));
     return c.json(
       {
         items: items.map((row) => ({

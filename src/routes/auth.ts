@@ -17,6 +17,7 @@ import {
 import type { Config } from '../config.js';
 import { runInTransaction } from '../db/ambient.js';
 import type { DB } from '../db/database.js';
+import { sessionToken } from '../db/queries/accounts.js';
 import { ApiError } from '../errors.js';
 import { access, guard } from '../middleware/guard.js';
 import type { RateLimitStore } from '../middleware/rate-limit-store.js';
@@ -119,9 +120,9 @@ export function authRoutes({ auth, config, db, store, clock }: Deps) {
     }
     if (route.path === '/revoke-session') {
       // Sessions are named by id (tokens are never shown): the library revokes by token.
-      const found = await db.selectFrom('sessions').select('token').where('id', '=', String(input.body!.id)).where('user_id', '=', session!.user.id).executeTakeFirst();
-      if (!found) throw new ApiError('NOT_FOUND', 'Session not found');
-      input = { ...input, body: { token: found.token } };
+      const token = await sessionToken(db, { sessionId: String(input.body!.id), userId: session!.user.id });
+      if (!token) throw new ApiError('NOT_FOUND', 'Session not found');
+      input = { ...input, body: { token } };
     }
     // get-session keeps the library's cookie cache (the SPA's repeated read)
     // while the service agrees the session stands; every other call reads the database.

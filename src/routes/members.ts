@@ -3,7 +3,6 @@ import type { Context } from 'hono';
 import type { Kysely } from 'kysely';
 import type { DB } from '../db/database.js';
 import { listMembers, setMemberRole, transferOwnership } from '../db/queries/members.js';
-import { withTenant } from '../db/tenant.js';
 import { access, sessionOf } from '../middleware/guard.js';
 import { createRouter, defineRoute, jsonContent } from '../router.js';
 import type { AppEnv } from '../types.js';
@@ -89,7 +88,7 @@ export function memberRoutes({ db }: { db: Kysely<DB> }) {
   return createRouter()
     .openapi(listRoute, async (c) => {
       const tenantId = sessionOf(c).session.activeOrganizationId!;
-      const members = await withTenant(db, tenantId, (trx) => listMembers(trx, tenantId));
+      const members = await listMembers(db, tenantId);
       return c.json(
         members.map((m) => ({ id: m.id, userId: m.user_id, email: m.email, name: m.name, roleId: m.role_id, roleSlug: m.role_slug, createdAt: m.created_at.toISOString() })),
         200,

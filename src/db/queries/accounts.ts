@@ -144,3 +144,9 @@ export async function exportAccount(db: Kysely<DB>, userId: string) {
     return { memberships, roles, keys, audit };
   });
 }
+
+/** The token of one of the user's own sessions (the library revokes by token; the service names sessions by id). */
+export async function sessionToken(db: Kysely<DB>, { sessionId, userId }: { sessionId: string; userId: string }): Promise<string | null> {
+  const found = await db.selectFrom('sessions').select('token').where('id', '=', sessionId).where('user_id', '=', userId).executeTakeFirst();
+  return found?.token ?? null;
+}

@@ -106,8 +106,10 @@ export interface MemberRow {
   created_at: Date;
 }
 
-export async function listMembers(trx: Transaction<DB>, tenantId: string): Promise<MemberRow[]> {
-  return trx
+/** The organization's members with their roles, oldest first. */
+export function listMembers(db: Kysely<DB>, tenantId: string): Promise<MemberRow[]> {
+  return withTenant(db, tenantId, (trx) =>
+    trx
     .selectFrom('members as m')
     .innerJoin('users as u', 'u.id', 'm.user_id')
     .leftJoin('roles as r', (join) => join.onRef('r.id', '=', 'm.role_id').onRef('r.tenant_id', '=', 'm.organization_id'))
@@ -115,7 +117,8 @@ export async function listMembers(trx: Transaction<DB>, tenantId: string): Promi
     .where('m.organization_id', '=', tenantId)
     .orderBy('m.created_at')
     .orderBy('m.id')
-    .execute();
+    .execute(),
+  );
 }
 
 /** The caller's own membership in the organization. */

@@ -3,6 +3,12 @@ import { recordAudit } from '../../audit.js';
 import type { PlatformRole } from '../../auth/permissions.js';
 import { ApiError } from '../../errors.js';
 import type { DB } from '../database.js';
+import { paginate } from '../pagination.js';
+
+/** GET /api/admin/users: a page of every user, newest first. */
+export function listUsers(db: Kysely<DB>, page: { limit: number; cursor?: string }) {
+  return paginate(db.selectFrom('users').select(['id', 'email', 'role', 'email_verified', 'deleted_at', 'created_at']), page);
+}
 
 /**
  * PATCH /api/admin/users/:id/role: sets a user's platform role, audited as
