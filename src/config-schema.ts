@@ -1,0 +1,106 @@
+/** The environment's variables as strings in, typed values out; config.ts checks what they mean together. */
+import { z } from 'zod';
+
+/** The value `.env.example` ships: fine on a laptop, refused anywhere else. */
+export const EXAMPLE_AUTH_SECRET = 'dev-only-insecure-secret-change-me-0123456789';
+/** better-auth's own fallback secret (better-auth/dist/utils/constants: DEFAULT_SECRET). */
+export const LIBRARY_DEFAULT_SECRET = 'better-auth-secret-12345678901234567890';
+export const INSECURE_SECRETS: readonly string[] = [EXAMPLE_AUTH_SECRET, LIBRARY_DEFAULT_SECRET];
+
+export const DEFAULT_PGLITE_URL = 'pglite://.data/db';
+
+const bool = (fallback: boolean) =>
+  z
+    .enum(['true', 'false', '1', '0', 'yes', 'no'], { message: 'must be true or false' })
+    .transform((value) => value === 'true' || value === '1' || value === 'yes')
+    .optional()
+    .transform((value) => value ?? fallback);
+
+const int = (fallback: number, min = 1, max = 1_000_000) =>
+  z
+    .string()
+    .regex(/^\d+$/, { message: 'must be a whole number' })
+    .transform(Number)
+    .pipe(z.number().int().min(min, { message: `must be at least ${min}` }).max(max, { message: `must be at most ${max}` }))
+    .optional()
+    .transform((value) => value ?? fallback);
+
+const httpUrl = (fallback: string) =>
+  z
+    .url({ protocol: /^https?$/, message: 'must be an http(s) URL' })
+    .optional()
+    .transform((value) => (value ?? fallback).replace(/\/+$/, ''));
+
+const databaseUrl = z
+  .string()
+  .regex(/^(postgres(ql)?:\/\/.+|pglite:\/\/.+)$/, { message: 'must be postgres://… or pglite://<dir> / pglite://memory' });
+
+/**
+ * Every variable of spec §5 and API.md "Configuration names", as strings in,
+ * typed values out. Empty strings count as unset (a blank line in a .env file).
+ */
+export const ConfigSchema = z.object({
+  NODE_ENV: z.enum(['development', 'test', 'production']).optional().default('development'),
+  PORT: int(4000, 1, 65535),
+  /** The Node listener's address: an IP address or a host name (default: loopback outside production). */
+  HOST: z
+    .union([z.ipv4(), z.ipv6(), z.hostname()], { message: 'must be an IP address or a host name' })
+    .optional(),
+  LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error']).optional().default('info'),
+
+  AUTH_SECRET: z.string().min(32, { message: 'must be at least 32 characters' }).optional(),
+  AUTH_URL: httpUrl('http://localhost:4000'),
+  APP_URL: httpUrl('http://localhost:3000'),
+  CORS_ORIGIN: z.string().optional().default('http://localhost:3000'),
+
+  DATABASE_URL: databaseUrl.optional(),
+  /** The role that owns the schema and runs migrations; the runtime uses DATABASE_URL. */
+  DATABASE_MIGRATION_URL: databaseUrl.optional(),
+  DATABASE_POOL_MAX: int(10, 1, 500),
+  MIGRATE_ON_START: bool(true),
+
+  KV_REST_API_URL: z.url({ protocol: /^https?$/, message: 'must be an http(s) URL' }).optional(),
+  KV_REST_API_TOKEN: z.string().optional(),
+  RATE_LIMIT_ENABLED: bool(true),
+  RATE_LIMIT_GLOBAL_TTL: int(60),
+  RATE_LIMIT_GLOBAL_LIMIT: int(60),
+  RATE_LIMIT_AUTH_TTL: int(60),
+  RATE_LIMIT_AUTH_LIMIT: int(5),
+  RATE_LIMIT_AUTH_BLOCK_DURATION: int(300, 0),
+  /** Sign-in attempts for one email (from any address) a window may spend on wrong passwords. */
+  RATE_LIMIT_ACCOUNT_LIMIT: int(10),
+  RATE_LIMIT_ACCOUNT_TTL: int(900),
+  /** Proxies that append to X-Forwarded-For in front of the service; 0 = the socket address. */
+  TRUSTED_PROXY_HOPS: int(1, 0, 32),
+  /** Spec §8 rule 6: reserved, validated, no effect. */
+  RATE_LIMIT_API_TTL: int(60),
+  RATE_LIMIT_API_LIMIT: int(100),
+  /** How long a rate-limit decision may wait on the store before the tier's failure rule applies. */
+  RATE_LIMIT_STORE_TIMEOUT_MS: int(1000, 50, 30_000),
+
+  EMAIL_API_KEY: z.string().optional(),
+  /** Resend's API base URL; tests point it at a local capture server. */
+  EMAIL_API_URL: z.url({ protocol: /^https?$/, message: 'must be an http(s) URL' }).optional(),
+  EMAIL_FROM: z.string().optional().default('Gatehouse <no-reply@example.com>'),
+
+  CRON_SECRET: z.string().min(16, { message: 'must be at least 16 characters' }).optional(),
+  DOCS_ENABLED: z
+    .enum(['true', 'false', '1', '0', 'yes', 'no'], { message: 'must be true or false' })
+    .transform((value) => value === 'true' || value === '1' || value === 'yes')
+    .optional(),
+  ACCOUNT_DELETION_GRACE_DAYS: int(30, 0, 3650),
+  API_KEY_AUTH: z.enum(['enabled', 'disabled']).optional().default('disabled'),
+
+  GOOGLE_CLIENT_ID: z.string().optional(),
+  GOOGLE_CLIENT_SECRET: z.string().optional(),
+  GITHUB_CLIENT_ID: z.string().optional(),
+  GITHUB_CLIENT_SECRET: z.string().optional(),
+
+  /** Fill the spec's `{cdn_host}` and `{avatar_host}` CSP placeholders (space-separated sources). */
+  CSP_CDN_HOST: z.string().regex(/^[^;,'"]*$/, { message: 'must be CSP sources without ; , or quotes' }).optional().default('https://cdn.jsdelivr.net'),
+  CSP_AVATAR_HOST: z
+    .string()
+    .regex(/^[^;,'"]*$/, { message: 'must be CSP sources without ; , or quotes' })
+    .optional()
+    .default('https://lh3.googleusercontent.com https://avatars.githubusercontent.com'),
+});
