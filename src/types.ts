@@ -1,11 +1,11 @@
 import type { PlatformRole } from './auth/permissions.js';
+import type { Clock } from './clock.js';
 import type { Config } from './config.js';
 import type { Database as DatabaseHandle } from './db/client.js';
 import type { Logger } from './logger.js';
 import type { RateLimitStore } from './middleware/rate-limit-store.js';
 
-/** A source of "now": real time in production, a fixed or advancing clock in tests. */
-export type Clock = () => Date;
+export type { Clock } from './clock.js';
 
 /** What `createApp` is built from: each entry (Node, Workers, tests) builds its own. */
 export interface AppDeps {
