@@ -7,6 +7,7 @@ export interface CsrfOptions {
 }
 
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
+const AUTH_PATH = '/api/auth/';
 
 /** `scheme://host[:port]`, lower-case, no path or trailing slash; null when the value is not an http(s) origin. */
 export function originOf(value: string): string | null {
@@ -34,14 +35,20 @@ export function originOf(value: string): string | null {
  * - Neither: a client that is not a browser (curl, server to server), which
  *   no forged page can be; browsers send Origin on every non-GET request.
  *
- * Requests without cookies (API keys, sign-in) are not this check's business:
- * there is no ambient credential to abuse.
+ * Requests without cookies (API keys) are not this check's business: there is
+ * no ambient credential to abuse. The one exception is the auth library's
+ * routes, which refuse an untrusted Origin whatever the cookies (spec §5:
+ * APP_URL is the trusted origin): that refusal is made here, before anything
+ * reads the body, so a form-encoded sign-in from a foreign page is a 403 like
+ * a JSON one, not a content-type error.
  */
 export function csrf({ trustedOrigins }: CsrfOptions): MiddlewareHandler {
   const trusted = new Set(trustedOrigins.map((origin) => originOf(origin)).filter((origin): origin is string => origin !== null));
   return async function csrf(c, next) {
-    if (SAFE_METHODS.has(c.req.method) || !c.req.header('cookie')) return next();
+    if (SAFE_METHODS.has(c.req.method)) return next();
     const origin = c.req.header('origin');
+    const cookie = c.req.header('cookie');
+    if (!cookie && (origin === undefined || !c.req.path.startsWith(AUTH_PATH))) return next();
     if (origin !== undefined) {
       // Compared as sent (an Origin header is always `scheme://host[:port]`): no parsing to be fooled.
       if (!trusted.has(origin.trim().toLowerCase())) throw refused();

@@ -29,15 +29,26 @@ describe('CSRF / origin checks on /api/auth/*', () => {
   });
   afterAll(() => t.close());
 
-  it('a cross-origin sign-in (Origin https://evil.example) is refused with 403 INVALID_ORIGIN and sets no session cookie', async () => {
+  it('a cross-origin sign-in (Origin https://evil.example) is refused with 403 FORBIDDEN before the library and sets no session cookie', async () => {
     const res = await raw(t, SIGN_IN, { origin: 'https://evil.example' }, { email: user.email, password: PASSWORD });
     expect(res.status).toBe(403);
-    expect(await res.json()).toMatchObject({ code: 'INVALID_ORIGIN' });
+    expect(await res.json()).toMatchObject({ code: 'FORBIDDEN' });
     expect(sessionCookiesIn(res)).toEqual([]);
   });
 
   it('the same with a session cookie attached: refused by the service before the library (403 FORBIDDEN)', async () => {
     const res = await raw(t, SIGN_IN, { origin: 'https://evil.example', cookie: user.jar.header() }, { email: user.email, password: PASSWORD });
+    expect(res.status).toBe(403);
+    expect(await res.json()).toMatchObject({ code: 'FORBIDDEN' });
+    expect(sessionCookiesIn(res)).toEqual([]);
+  });
+
+  it('a form-encoded cross-origin sign-in (no preflight) is refused the same way, before its body is read', async () => {
+    const res = await t.app.request(SIGN_IN, {
+      method: 'POST',
+      headers: { origin: 'https://evil.example', 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({ email: user.email, password: PASSWORD }).toString(),
+    });
     expect(res.status).toBe(403);
     expect(await res.json()).toMatchObject({ code: 'FORBIDDEN' });
     expect(sessionCookiesIn(res)).toEqual([]);

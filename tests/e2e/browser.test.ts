@@ -228,7 +228,7 @@ describe('the SPA in Chromium against the Node API', () => {
     expect(await text('#probe-signin', hostile)).toBe('blocked TypeError');
     // A request without preflight is sent, but its answer stays opaque...
     expect(await text('#probe-simple', hostile)).toBe('opaque 0');
-    // ...and the server refused it: the auth library's origin check (403), no cookie, no session.
+    // ...and the server refused it: the origin check on the auth routes (403), no cookie, no session.
     await expect.poll(() => simpleSignIns.length).toBeGreaterThan(0);
     for (const attempt of simpleSignIns) {
       expect(attempt.status).toBe(403);
