@@ -133,3 +133,16 @@ export function describeError(error: unknown): { name: string; message: string; 
   }
   return { name: 'NonError', message: String(error) };
 }
+
+/** 429 RATE_LIMITED with the four headers of API.md (on 429 only); `reset` in Unix milliseconds. */
+export function tooMany(decision: { limit: number; remaining: number; reset: number }, now: Date): ApiError {
+  const retryAfter = Math.max(1, Math.ceil((decision.reset - now.getTime()) / 1000));
+  return new ApiError('RATE_LIMITED', 'Too many requests', {
+    headers: {
+      'X-RateLimit-Limit': String(decision.limit),
+      'X-RateLimit-Remaining': String(Math.max(0, decision.remaining)),
+      'X-RateLimit-Reset': String(Math.ceil(decision.reset / 1000)),
+      'Retry-After': String(retryAfter),
+    },
+  });
+}

@@ -39,10 +39,8 @@ const violations = (from: (file: string) => boolean, forbidden: (target: string)
 const KNOWN = {
   authImportsMiddleware: [
     'auth/api-key-auth.ts -> middleware/rate-limit-store.ts',
-    'auth/api-key-auth.ts -> middleware/rate-limit.ts',
     'auth/library-answers.ts -> middleware/guard.ts',
     'auth/library-request.ts -> middleware/rate-limit-store.ts',
-    'auth/library-request.ts -> middleware/rate-limit.ts',
     'auth/library-routes.ts -> middleware/guard.ts',
     'auth/organization-gate.ts -> middleware/guard.ts',
     'auth/session.ts -> middleware/session.ts',

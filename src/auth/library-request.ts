@@ -1,7 +1,6 @@
 import type { Context } from 'hono';
 import type { Config } from '../config.js';
-import { ApiError } from '../errors.js';
-import { tooMany } from '../middleware/rate-limit.js';
+import { ApiError, tooMany } from '../errors.js';
 import type { RateLimitStore, RateLimitTier } from '../middleware/rate-limit-store.js';
 import type { AppEnv, Clock } from '../types.js';
 import { COOKIE_PREFIX } from './auth.js';

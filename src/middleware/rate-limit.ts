@@ -1,5 +1,5 @@
 import type { Context, MiddlewareHandler } from 'hono';
-import { ApiError } from '../errors.js';
+import { ApiError, tooMany } from '../errors.js';
 import type { Config } from '../config.js';
 import type { AppEnv, Clock } from '../types.js';
 import type { RateLimitDecision, RateLimitStore, RateLimitTier } from './rate-limit-store.js';
@@ -197,17 +197,4 @@ export function rateLimit({
       }
     }
   };
-}
-
-/** 429 RATE_LIMITED with the four headers of API.md (on 429 only). */
-export function tooMany(decision: Pick<RateLimitDecision, 'limit' | 'remaining' | 'reset'>, now: Date): ApiError {
-  const retryAfter = Math.max(1, Math.ceil((decision.reset - now.getTime()) / 1000));
-  return new ApiError('RATE_LIMITED', 'Too many requests', {
-    headers: {
-      'X-RateLimit-Limit': String(decision.limit),
-      'X-RateLimit-Remaining': String(Math.max(0, decision.remaining)),
-      'X-RateLimit-Reset': String(Math.ceil(decision.reset / 1000)),
-      'Retry-After': String(retryAfter),
-    },
-  });
 }
