@@ -1,3 +1,4 @@
+import type { Context } from 'hono';
 import type { PlatformRole } from './auth/permissions.js';
 import type { Clock } from './clock.js';
 import type { Config } from './config.js';
@@ -41,3 +42,6 @@ export type AppEnv = {
     clientIp: string;
   };
 };
+
+/** Finds the request's session (cookie or API key); the session middleware calls it at most once per request. */
+export type SessionResolver = (c: Context<AppEnv>) => Promise<EnrichedSession | null>;

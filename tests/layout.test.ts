@@ -43,7 +43,6 @@ const KNOWN = {
     'auth/library-request.ts -> middleware/rate-limit-store.ts',
     'auth/library-routes.ts -> middleware/guard.ts',
     'auth/organization-gate.ts -> middleware/guard.ts',
-    'auth/session.ts -> middleware/session.ts',
   ],
   authImportsHono: ['auth/api-key-auth.ts', 'auth/library-input.ts', 'auth/library-request.ts', 'auth/organization-gate.ts'],
 };

@@ -6,7 +6,7 @@ import { withTenant } from '../db/tenant.js';
 import { ApiError, describeError, tooMany } from '../errors.js';
 import type { RateLimitStore } from '../middleware/rate-limit-store.js';
 import { currentRequestScope } from '../request-scope.js';
-import type { AppEnv, Clock, EnrichedSession } from '../types.js';
+import type { AppEnv, Clock, EnrichedSession, SessionResolver } from '../types.js';
 import { isWellFormedKey, lookupDigest, verifyKey } from './api-key-material.js';
 import { COOKIE_PREFIX } from './auth.js';
 import { loadSessionState, type SessionStateRow } from './session.js';
@@ -38,14 +38,12 @@ export function hasSessionCookie(c: Context<AppEnv>): boolean {
   return cookie.includes(`${COOKIE_PREFIX}.session_token=`);
 }
 
-type Resolve = (c: Context<AppEnv>) => Promise<EnrichedSession | null>;
-
 /**
  * Which credential a request authenticates with: a key when one is presented
  * and keys are on (`key` given), a session cookie otherwise; both at once is
  * refused. Keys never authenticate the library's routes (API.md API_KEY_AUTH).
  */
-export function credentialResolver({ cookie, key }: { cookie: Resolve; key: ((c: Context<AppEnv>, presented: string) => Promise<EnrichedSession | null>) | null }): Resolve {
+export function credentialResolver({ cookie, key }: { cookie: SessionResolver; key: ((c: Context<AppEnv>, presented: string) => Promise<EnrichedSession | null>) | null }): SessionResolver {
   return async (c) => {
     const presented = key && !c.req.path.startsWith('/api/auth/') ? presentedKey(c) : null;
     if (!presented) return cookie(c);

@@ -1,8 +1,7 @@
 import { sql, type Kysely } from 'kysely';
 import type { DB } from '../db/database.js';
 import { purgeAfter } from '../db/queries/accounts.js';
-import type { SessionResolver } from '../middleware/session.js';
-import type { EnrichedSession } from '../types.js';
+import type { EnrichedSession, SessionResolver } from '../types.js';
 import type { Auth } from './auth.js';
 import type { Config } from '../config.js';
 import { createCookieCacheVerifier } from './cookie-cache.js';

@@ -1,8 +1,6 @@
-import type { Context, MiddlewareHandler } from 'hono';
+import type { MiddlewareHandler } from 'hono';
 import { mayWriteSessionState } from '../auth/session-state-cache.js';
-import type { AppEnv, EnrichedSession } from '../types.js';
-
-export type SessionResolver = (c: Context<AppEnv>) => Promise<EnrichedSession | null>;
+import type { AppEnv, EnrichedSession, SessionResolver } from '../types.js';
 
 /**
  * Spec §4: the session and its permissions are resolved once per request.
