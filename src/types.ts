@@ -1,4 +1,5 @@
 import type { Context } from 'hono';
+import type { OrganizationTarget } from './auth/access.js';
 import type { PlatformRole } from './auth/permissions.js';
 import type { Clock } from './clock.js';
 import type { Config } from './config.js';
@@ -45,3 +46,6 @@ export type AppEnv = {
 
 /** Finds the request's session (cookie or API key); the session middleware calls it at most once per request. */
 export type SessionResolver = (c: Context<AppEnv>) => Promise<EnrichedSession | null>;
+
+/** The organization a call acts on, when the request names it (src/auth/organization-gate.ts). */
+export type TargetResolver = (c: Context<AppEnv>, session: EnrichedSession) => Promise<OrganizationTarget>;

@@ -39,10 +39,7 @@ const violations = (from: (file: string) => boolean, forbidden: (target: string)
 const KNOWN = {
   authImportsMiddleware: [
     'auth/api-key-auth.ts -> middleware/rate-limit-store.ts',
-    'auth/library-answers.ts -> middleware/guard.ts',
     'auth/library-request.ts -> middleware/rate-limit-store.ts',
-    'auth/library-routes.ts -> middleware/guard.ts',
-    'auth/organization-gate.ts -> middleware/guard.ts',
   ],
   authImportsHono: ['auth/api-key-auth.ts', 'auth/library-input.ts', 'auth/library-request.ts', 'auth/organization-gate.ts'],
 };

@@ -3,7 +3,7 @@ import type { DB } from '../db/database.js';
 import { membershipOf } from '../db/queries/members.js';
 import { withTenant } from '../db/tenant.js';
 import { ApiError } from '../errors.js';
-import type { OrganizationTarget } from '../middleware/guard.js';
+import type { OrganizationTarget } from './access.js';
 import type { EnrichedSession } from '../types.js';
 import type { JsonObject } from './library-input.js';
 import { hasAll } from './permissions.js';

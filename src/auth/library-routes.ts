@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { access, type Access } from '../middleware/guard.js';
+import { access, type Access } from './access.js';
 
 /**
  * The auth library's routes the service serves (issue 14 item 1): deny by

@@ -1,0 +1,41 @@
+import type { Permission, PlatformRole } from './permissions.js';
+
+/**
+ * How a route is reached (spec §4 and API.md "access"): public, optional-auth,
+ * or a session with optional platform roles, an active organization and a
+ * permission list. Declared once per route, in its definition.
+ */
+export type Access =
+  | { kind: 'public' }
+  | { kind: 'optional' }
+  | {
+      kind: 'session';
+      platformRoles?: readonly PlatformRole[];
+      organization?: boolean;
+      permissions?: readonly Permission[];
+      /** Spec §5: the few routes an account scheduled for deletion may still use. */
+      allowScheduledForDeletion?: boolean;
+      /**
+       * API_KEY_AUTH: keys reach permission-guarded tenant routes only, and
+       * not the ones that set this false (no key mints keys).
+       */
+      apiKeys?: boolean;
+    };
+
+export const access = {
+  public: (): Access => ({ kind: 'public' }),
+  optional: (): Access => ({ kind: 'optional' }),
+  session: (options: Omit<Extract<Access, { kind: 'session' }>, 'kind'> = {}): Access => ({ kind: 'session', ...options }),
+  permissions: (...permissions: Permission[]): Access => ({ kind: 'session', organization: true, permissions }),
+  platform: (...platformRoles: PlatformRole[]): Access => ({ kind: 'session', platformRoles }),
+};
+
+/**
+ * The organization a call acts on and the caller's permissions there, when
+ * that is not simply the session's active organization (the auth library's
+ * organization routes name theirs in the request; src/auth/organization-gate.ts).
+ */
+export interface OrganizationTarget {
+  id: string | null;
+  permissions: readonly string[];
+}
