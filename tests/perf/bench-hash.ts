@@ -1,5 +1,5 @@
 import { hashPassword as libraryHashPassword } from 'better-auth/crypto';
-import { hashPassword, SCRYPT_SLOTS } from '../src/auth/password.js';
+import { hashPassword, SCRYPT_SLOTS } from '../../src/auth/password.js';
 
 /**
  * The raw rate of the password hash the server uses — src/auth/password.ts

@@ -1,6 +1,6 @@
 // Top-level evaluation of the Workers bundle, and the first request's app construction, timed in a fresh
 // Node process (V8, as workerd; the bundle's only workerd module, cloudflare:sockets, is imported lazily).
-// Usage: node scripts/bench-worker-eval.mjs <bundle.js>   (scripts/bench-worker.ts builds it)
+// Usage: node tests/perf/bench-worker-eval.mjs <bundle.js>   (tests/perf/bench-worker.ts builds it)
 const bundle = process.argv[2];
 const t0 = performance.now();
 const mod = await import(bundle);

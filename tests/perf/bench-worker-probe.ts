@@ -1,15 +1,15 @@
 /**
  * Sequential latencies of the Worker's routes (30 each) and a CPU profile of workerd (DevTools protocol) while
  * autocannon drives the cookie-cached /api/session: what bounds the Worker's scenarios. Needs .ci/services.sh's servers.
- * `npx tsx scripts/bench-worker-probe.ts [direct]` (direct: PostgreSQL without the pooler).
+ * `npx tsx tests/perf/bench-worker-probe.ts [direct]` (direct: PostgreSQL without the pooler).
  */
 import postgres from 'postgres';
-import { openPostgres } from '../src/db/client.js';
-import { migrateToLatest } from '../src/db/migrate.js';
-import { startMailCapture } from '../tests/e2e/support/servers.js';
-import { releaseDatabase } from '../tests/e2e/support/pooler.js';
-import { randomSecret, startWranglerDev } from '../tests/e2e/support/wrangler.js';
-import { freePort } from '../tests/support/process.js';
+import { openPostgres } from '../../src/db/client.js';
+import { migrateToLatest } from '../../src/db/migrate.js';
+import { startMailCapture } from '../e2e/support/servers.js';
+import { releaseDatabase } from '../e2e/support/pooler.js';
+import { randomSecret, startWranglerDev } from '../e2e/support/wrangler.js';
+import { freePort } from '../support/process.js';
 import { seedTenant } from './bench-worker.js';
 import { profileWhile } from './bench-worker-profile.js';
 import autocannon from 'autocannon';

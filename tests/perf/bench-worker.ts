@@ -2,10 +2,10 @@
  * The Worker's scenarios of `npm run bench` (issue 15): src/worker.ts under
  * `wrangler dev --local` (workerd), PostgreSQL through PgBouncer (the local
  * stand-in for Hyperdrive) via the Hyperdrive binding, beside a bare Hono
- * worker (scripts/bench-worker-bare.ts) run by the same wrangler and workerd
+ * worker (tests/perf/bench-worker-bare.ts) run by the same wrangler and workerd
  * in the same run. Needs the servers of .ci/services.sh (TEST_PG_URL,
  * TEST_POOLER_URL, TEST_POOLER_APP_URL). Also runs on its own:
- * `npx tsx scripts/bench-worker.ts [--duration s] [--connections n] [--warmup s]`.
+ * `npx tsx tests/perf/bench-worker.ts [--duration s] [--connections n] [--warmup s]`.
  *
  * PostgreSQL sessions per request: server backends of the runtime role
  * started during each measured window (pg_stat_activity.backend_start; the
@@ -18,15 +18,16 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import autocannon from 'autocannon';
 import postgres from 'postgres';
-import { openPostgres } from '../src/db/client.js';
-import { migrateToLatest } from '../src/db/migrate.js';
-import { firstLink, REPO_ROOT, startMailCapture } from '../tests/e2e/support/servers.js';
-import { releaseDatabase } from '../tests/e2e/support/pooler.js';
-import { randomSecret, startWranglerDev, type WranglerDev } from '../tests/e2e/support/wrangler.js';
-import { freePort } from '../tests/support/process.js';
+import { openPostgres } from '../../src/db/client.js';
+import { migrateToLatest } from '../../src/db/migrate.js';
+import { REPO_ROOT, startMailCapture } from '../e2e/support/servers.js';
+import { liveClient } from '../support/live-client.js';
+import { seedBenchTenant, type BenchTenant } from './seed.js';
+import { releaseDatabase } from '../e2e/support/pooler.js';
+import { randomSecret, startWranglerDev, type WranglerDev } from '../e2e/support/wrangler.js';
+import { freePort } from '../support/process.js';
 
 const ORIGIN = 'http://localhost:3000';
-const PASSWORD = 'correct horse battery staple';
 
 export interface WorkerRow {
   scenario: string;
@@ -53,48 +54,11 @@ function withDatabaseName(url: string, name: string): string {
   return parsed.toString();
 }
 
-function cookieHeader(setCookies: string[], only?: string): string {
-  return setCookies
-    .map((c) => c.split(';')[0]!)
-    .filter((pair) => !only || pair.startsWith(only))
-    .join('; ');
-}
+type Tenant = BenchTenant;
 
-interface Tenant {
-  cookie: string;
-  tokenOnlyCookie: string;
-  apiKey: string;
-  /** A role slug only this tenant has: a roles answer of the other tenant never holds it. */
-  marker: string;
-}
-
-export async function seedTenant(base: string, mail: Awaited<ReturnType<typeof startMailCapture>>): Promise<Tenant> {
-  const email = `bench-${crypto.randomUUID().slice(0, 8)}@example.test`;
-  const post = (path: string, body: unknown, cookie?: string) =>
-    fetch(`${base}${path}`, { method: 'POST', headers: { origin: ORIGIN, 'content-type': 'application/json', ...(cookie ? { cookie } : {}) }, body: JSON.stringify(body) });
-  const signUp = await post('/api/auth/sign-up/email', { email, password: PASSWORD, name: 'Bench' });
-  if (signUp.status !== 200) throw new Error(`sign-up: ${signUp.status} ${await signUp.text()}`);
-  let text: string | undefined;
-  for (let i = 0; i < 200 && !text; i++) {
-    text = mail.emails.find((m) => [m.to].flat().includes(email))?.text;
-    if (!text) await new Promise((r) => setTimeout(r, 50));
-  }
-  if (!text) throw new Error('no verification mail');
-  const link = new URL(firstLink(text));
-  await fetch(`${base}${link.pathname}${link.search}`, { redirect: 'manual' });
-  const signIn = await post('/api/auth/sign-in/email', { email, password: PASSWORD });
-  let cookie = cookieHeader(signIn.headers.getSetCookie());
-  const org = await post('/api/auth/organization/create', { name: 'Bench', slug: `bench-${crypto.randomUUID().slice(0, 8)}` }, cookie);
-  if (org.status !== 200) throw new Error(`organization: ${org.status} ${await org.text()}`);
-  const session = await fetch(`${base}/api/auth/get-session`, { headers: { cookie } });
-  const renewed = session.headers.getSetCookie();
-  if (renewed.length > 0) cookie = cookieHeader(renewed.concat(cookie.split('; ').filter((pair) => !renewed.some((r) => r.startsWith(pair.split('=')[0]!)))));
-  const marker = `only-${crypto.randomUUID().slice(0, 8)}`;
-  const role = await post('/api/roles', { name: marker, permissions: ['roles:read'] }, cookie);
-  if (role.status !== 201) throw new Error(`role: ${role.status} ${await role.text()}`);
-  const key = await post('/api/api-keys', { name: 'bench', scopes: ['roles:read'] }, cookie);
-  if (key.status !== 201) throw new Error(`api key: ${key.status} ${await key.text()}`);
-  return { cookie, tokenOnlyCookie: cookieHeader(cookie.split('; '), 'gatehouse.session_token'), apiKey: ((await key.json()) as { key: string }).key, marker };
+/** A tenant with a role only it has, seeded through the worker at `base`; the mails from the capture standing in for Resend. */
+export function seedTenant(base: string, mail: Awaited<ReturnType<typeof startMailCapture>>): Promise<Tenant> {
+  return seedBenchTenant(liveClient(base), () => mail.emails.map((m) => ({ to: m.to, subject: m.subject, text: m.text ?? '' })), { markerRole: true });
 }
 
 function runNode(args: string[], env: Record<string, string> = {}): Promise<string> {
@@ -118,7 +82,7 @@ async function evaluationTimes(): Promise<Record<string, number> | string> {
     await runNode(['npx', 'wrangler', 'deploy', '--dry-run', '--outdir', out], { WRANGLER_SEND_METRICS: 'false' });
     const runs: { evaluatedMs: number; firstRequestMs: number; secondRequestMs: number }[] = [];
     for (let i = 0; i < 3; i++) {
-      const line = (await runNode([process.execPath, join(REPO_ROOT, 'scripts/bench-worker-eval.mjs'), join(out, 'worker.js')])).trim().split('\n').pop()!;
+      const line = (await runNode([process.execPath, join(REPO_ROOT, 'tests/perf/bench-worker-eval.mjs'), join(out, 'worker.js')])).trim().split('\n').pop()!;
       runs.push(JSON.parse(line));
     }
     const median = (pick: (r: (typeof runs)[number]) => number) => Math.round(runs.map(pick).sort((x, y) => x - y)[1]! * 10) / 10;
@@ -169,7 +133,7 @@ export async function runWorkerBench(options: WorkerBenchOptions): Promise<{ row
     // The bare worker: cold start and the ceiling.
     const barePort = await freePort();
     let began = performance.now();
-    const bare = await startWranglerDev({ port: barePort, main: join(REPO_ROOT, 'scripts/bench-worker-bare.ts'), vars: () => ({}), env: hyperdriveEnv, readyPath: null });
+    const bare = await startWranglerDev({ port: barePort, main: join(REPO_ROOT, 'tests/perf/bench-worker-bare.ts'), vars: () => ({}), env: hyperdriveEnv, readyPath: null });
     const bareReadyMs = performance.now() - began;
     let first = performance.now();
     await (await fetch(`${bare.url}/json`)).text();

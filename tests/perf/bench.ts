@@ -14,14 +14,16 @@ import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import autocannon from 'autocannon';
-import { eachLine, freePort } from '../tests/support/process.js';
-import { createApp, listenForSessionStateChanges } from '../src/app.js';
-import { parseConfig } from '../src/config.js';
-import { migrateToLatest } from '../src/db/migrate.js';
-import { openDatabase } from '../src/db/open.js';
-import { createMemoryLogger } from '../src/logger.js';
-import { createMemoryStore } from '../src/middleware/rate-limit-store.js';
+import { eachLine, freePort } from '../support/process.js';
+import { createApp, listenForSessionStateChanges } from '../../src/app.js';
+import { parseConfig } from '../../src/config.js';
+import { migrateToLatest } from '../../src/db/migrate.js';
+import { openDatabase } from '../../src/db/open.js';
+import { createMemoryLogger } from '../../src/logger.js';
+import { createMemoryStore } from '../../src/middleware/rate-limit-store.js';
 import { runWorkerBench } from './bench-worker.js';
+import { liveClient, PASSWORD, type Mail } from '../support/live-client.js';
+import { seedBenchTenant, type BenchTenant } from './seed.js';
 
 const args = new Map<string, string>();
 for (let i = 2; i < process.argv.length; i += 2) args.set(process.argv[i]!.replace(/^--/, ''), process.argv[i + 1] ?? '');
@@ -32,11 +34,10 @@ const WARMUP = Number(args.get('warmup') ?? 2);
 const ONLY = args.get('only');
 /** --profile <dir>: the service processes write V8 CPU profiles there (node --cpu-prof), to read what bounds a scenario. */
 const PROFILE = args.get('profile');
-/** --worker-connections <n> (default 50, as Node's): autocannon's connections for the Worker's scenarios (scripts/bench-worker.ts). */
+/** --worker-connections <n> (default 50, as Node's): autocannon's connections for the Worker's scenarios (tests/perf/bench-worker.ts). */
 const WORKER_CONNECTIONS = Number(args.get('worker-connections') ?? 50);
 const SECRET = `bench-${crypto.randomUUID()}-${crypto.randomUUID()}`;
 const ORIGIN = 'http://localhost:3000';
-const PASSWORD = 'correct horse battery staple';
 
 interface Child {
   process: ChildProcess;
@@ -89,46 +90,11 @@ async function start(command: string[], env: Record<string, string>, port: numbe
   };
 }
 
-function cookieHeader(setCookies: string[], only?: string): string {
-  return setCookies
-    .map((c) => c.split(';')[0]!)
-    .filter((pair) => !only || pair.startsWith(only))
-    .join('; ');
-}
+type Seeded = BenchTenant;
 
-interface Seeded {
-  cookie: string;
-  tokenOnlyCookie: string;
-  apiKey: string;
-  email: string;
-}
-
-/** Through the API: sign up, follow the mailed link, sign in, create an organization and an API key. */
-async function seed(request: (path: string, init?: RequestInit) => Promise<Response>, mails: () => Record<string, unknown>[]): Promise<Seeded> {
-  const email = `bench-${crypto.randomUUID().slice(0, 8)}@example.test`;
-  const post = (path: string, body: unknown, cookie?: string) =>
-    request(path, { method: 'POST', headers: { origin: ORIGIN, 'content-type': 'application/json', ...(cookie ? { cookie } : {}) }, body: JSON.stringify(body) });
-  await post('/api/auth/sign-up/email', { email, password: PASSWORD, name: 'Bench' });
-  let link: string | undefined;
-  for (let i = 0; i < 100 && !link; i++) {
-    const mail = mails().find((line) => line.event === 'email' && line.to === email);
-    link = mail ? /https?:\/\/\S+/.exec(String(mail.text))?.[0] : undefined;
-    if (!link) await new Promise((r) => setTimeout(r, 50));
-  }
-  if (!link) throw new Error('no verification mail');
-  const url = new URL(link);
-  await request(`${url.pathname}${url.search}`, { redirect: 'manual' });
-  const signIn = await post('/api/auth/sign-in/email', { email, password: PASSWORD });
-  let cookie = cookieHeader(signIn.headers.getSetCookie());
-  const org = await post('/api/auth/organization/create', { name: 'Bench', slug: `bench-${crypto.randomUUID().slice(0, 8)}` }, cookie);
-  if (org.status !== 200) throw new Error(`organization: ${org.status} ${await org.text()}`);
-  // A fresh cookie cache that names the active organization.
-  const session = await request('/api/auth/get-session', { headers: { cookie } });
-  const renewed = session.headers.getSetCookie();
-  if (renewed.length > 0) cookie = cookieHeader(renewed.concat(cookie.split('; ').filter((pair) => !renewed.some((r) => r.startsWith(pair.split('=')[0]!)))));
-  const key = await post('/api/api-keys', { name: 'bench', scopes: ['roles:read'] }, cookie);
-  if (key.status !== 201) throw new Error(`api key: ${key.status} ${await key.text()}`);
-  return { cookie, tokenOnlyCookie: cookieHeader(cookie.split('; '), 'gatehouse.session_token'), apiKey: ((await key.json()) as { key: string }).key, email };
+/** The mails among the service's log lines (its development mailer). */
+function mailsIn(lines: Record<string, unknown>[]): Mail[] {
+  return lines.filter((line) => line.event === 'email').map((line) => ({ to: String(line.to), subject: String(line.subject), text: String(line.text) }));
 }
 
 interface Scenario {
@@ -176,7 +142,7 @@ async function countSql(): Promise<Record<string, number>> {
   // As the Node entry builds it: session states cached, cleared by the database's notifications.
   const app = createApp({ config, database, rateLimitStore: createMemoryStore(), logger }, { sessionStateCache: await listenForSessionStateChanges(database) });
   const request = async (path: string, init?: RequestInit) => app.request(path, init);
-  const seeded = await seed(request, () => logger.lines);
+  const seeded = await seedBenchTenant(liveClient('http://localhost', (url, init) => app.request(url, init)), () => mailsIn(logger.lines));
   const sample = async (fn: () => Promise<unknown>, times = 5) => {
     await fn();
     statements = 0;
@@ -226,7 +192,7 @@ async function workerBundleGzipKiB(): Promise<number | null> {
   }
 }
 
-/** The Worker's scenarios in workerd beside a bare Hono worker (scripts/bench-worker.ts); needs .ci/services.sh's servers. */
+/** The Worker's scenarios in workerd beside a bare Hono worker (tests/perf/bench-worker.ts); needs .ci/services.sh's servers. */
 async function workerScenarios(notes: Record<string, unknown>): Promise<void> {
   console.error('Worker scenarios (wrangler dev, PostgreSQL through PgBouncer)…');
   const worker = await runWorkerBench({ duration: DURATION, connections: WORKER_CONNECTIONS, warmup: WARMUP });
@@ -265,7 +231,7 @@ async function main() {
   const sql = await countSql();
 
   const ceilingPort = await freePort();
-  const ceiling = await start(['scripts/bench-ceiling.ts', String(ceilingPort)], {}, ceilingPort);
+  const ceiling = await start(['tests/perf/bench-ceiling.ts', String(ceilingPort)], {}, ceilingPort);
   const ceilingResult = await run({ name: 'ceiling', port: ceilingPort, requests: [{ method: 'GET', path: '/json' }] });
   await ceiling.stop();
   const ceilingRps = ceilingResult!.requests.average;
@@ -291,7 +257,7 @@ async function main() {
 
   const port = await freePort();
   const server = await start(['src/server.ts'], { ...baseEnv, PORT: String(port) }, port);
-  const seeded = await seed((path, init) => fetch(`http://127.0.0.1:${port}${path}`, init), () => server.lines);
+  const seeded = await seedBenchTenant(liveClient(`http://127.0.0.1:${port}`), () => mailsIn(server.lines));
   const get = (path: string, headers: Record<string, string> = {}): autocannon.Request[] => [{ method: 'GET', path, headers }];
 
   record('2 GET /api/health (whole chain)', await run({ name: 'health', port, requests: get('/api/health') }), sql.health ?? null);
@@ -339,7 +305,7 @@ async function main() {
   });
   if (signIn) await new Promise((r) => setTimeout(r, Math.min(signIn.latency.p99, 15_000))); // drain before the raw rate
   const hashRate = !signIn ? 0 : await new Promise<number>((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'scripts/bench-hash.ts', String(CONNECTIONS), String(DURATION)], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const child = spawn(process.execPath, ['--import', 'tsx', 'tests/perf/bench-hash.ts', String(CONNECTIONS), String(DURATION)], { stdio: ['ignore', 'pipe', 'inherit'] });
     let out = '';
     child.stdout!.on('data', (chunk) => (out += chunk));
     child.on('exit', (code) => (code === 0 ? resolve((JSON.parse(out.trim()) as { hashesPerSecond: number }).hashesPerSecond) : reject(new Error('hash bench failed'))));
@@ -355,7 +321,7 @@ async function main() {
   record('8a GET /api/health, rate limit: in-memory store', await run({ name: 'rl-memory', port: memPort, requests: get('/api/health') }), sql.health ?? null);
   await memory.stop();
   if (process.env.TEST_REDIS_URL) {
-    const { startUpstashServer } = await import('../tests/support/upstash-server.js');
+    const { startUpstashServer } = await import('../support/upstash-server.js');
     const token = crypto.randomUUID();
     const upstash = await startUpstashServer({ redisUrl: process.env.TEST_REDIS_URL, token });
     const upPort = await freePort();

@@ -31,10 +31,9 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import postgres from 'postgres';
-import { eachLine } from '../tests/support/process.js';
+import { expectStatus, liveClient, mailedLink, signUpVerifySignIn, type Answer, type CookieJar, type Mail } from '../support/live-client.js';
+import { eachLine } from '../support/process.js';
 
-const ORIGIN = 'http://localhost:3000';
-const PASSWORD = 'correct horse battery staple';
 const UUID = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/gi;
 
 function option(name: string, fallback: number): number {
@@ -52,12 +51,12 @@ function option(name: string, fallback: number): number {
 async function serveChild(): Promise<void> {
   const [{ serve }, { createApp }, { parseConfig }, { migrateToLatest }, deps, { createLogger }, { answerClientErrors, LISTENER_OPTIONS }] = await Promise.all([
     import('@hono/node-server'),
-    import('../src/app.js'),
-    import('../src/config.js'),
-    import('../src/db/migrate.js'),
-    import('../src/deps.js'),
-    import('../src/logger.js'),
-    import('../src/node-listener.js'),
+    import('../../src/app.js'),
+    import('../../src/config.js'),
+    import('../../src/db/migrate.js'),
+    import('../../src/deps.js'),
+    import('../../src/logger.js'),
+    import('../../src/node-listener.js'),
   ]);
   const { config, warnings } = parseConfig(process.env);
   const logger = createLogger({ level: config.logLevel });
@@ -78,27 +77,10 @@ async function serveChild(): Promise<void> {
 // The parent: setup, traffic, checks, report.
 // ---------------------------------------------------------------------------
 
-class Jar {
-  private readonly cookies = new Map<string, string>();
-  store(res: Response): void {
-    for (const header of res.headers.getSetCookie()) {
-      const [pair = ''] = header.split(';');
-      const index = pair.indexOf('=');
-      const name = pair.slice(0, index).trim();
-      const value = pair.slice(index + 1).trim();
-      if (value === '' || /max-age=0/i.test(header)) this.cookies.delete(name);
-      else this.cookies.set(name, value);
-    }
-  }
-  header(): string {
-    return [...this.cookies].map(([name, value]) => `${name}=${value}`).join('; ');
-  }
-}
-
 interface Actor {
   email: string;
   id: string;
-  jar: Jar;
+  jar: CookieJar;
   memberId: string;
   owner: boolean;
 }
@@ -113,13 +95,6 @@ interface Tenant {
   keys: string[];
   /** Serializes this tenant's writes: each worker's write sees the tenant's last state. */
   writing: Promise<unknown>;
-}
-
-interface Answer {
-  status: number;
-  text: string;
-  body: any;
-  ms: number;
 }
 
 interface Stats {
@@ -168,7 +143,7 @@ async function main(): Promise<void> {
   }
 
   const child = spawn(process.execPath, ['--import', 'tsx', fileURLToPath(import.meta.url), '--serve'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
-  const mails: { to: string; subject: string; text: string }[] = [];
+  const mails: Mail[] = [];
   const problems: string[] = [];
   let portResolve!: (port: number) => void;
   const portPromise = new Promise<number>((resolve) => (portResolve = resolve));
@@ -211,37 +186,8 @@ async function main(): Promise<void> {
     // Loopback only: the target is always the child's own loopback listener.
     const base = `http://127.0.0.1:${port}`;
 
-    const request = async (path: string, options: { method?: string; body?: unknown; jar?: Jar } = {}): Promise<Answer> => {
-      const { method = options.body === undefined ? 'GET' : 'POST', body, jar } = options;
-      const headers: Record<string, string> = { origin: ORIGIN };
-      if (body !== undefined) headers['content-type'] = 'application/json';
-      const cookie = jar?.header();
-      if (cookie) headers.cookie = cookie;
-      const started = performance.now();
-      const res = await fetch(`${base}${path}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), redirect: 'manual', signal: AbortSignal.timeout(30_000) });
-      const text = await res.text();
-      jar?.store(res);
-      let parsed: any = null;
-      try {
-        parsed = text ? JSON.parse(text) : null;
-      } catch {
-        parsed = null;
-      }
-      return { status: res.status, text, body: parsed, ms: performance.now() - started };
-    };
-    const expectStatus = (label: string, answer: Answer, status: number) => {
-      if (answer.status !== status) throw new Error(`${label}: ${answer.status} ${answer.text.slice(0, 300)}`);
-      return answer.body;
-    };
-    const mailLink = async (to: string, subject: RegExp) => {
-      for (let i = 0; i < 200; i += 1) {
-        const mail = mails.filter((m) => m.to === to && subject.test(m.subject)).at(-1);
-        const link = mail && /https?:\/\/\S+/.exec(mail.text)?.[0];
-        if (link) return new URL(link);
-        await new Promise((resolve) => setTimeout(resolve, 25));
-      }
-      throw new Error(`no mail ${subject} to ${to}`);
-    };
+    const { request } = liveClient(base);
+    const mailLink = (to: string, subject: RegExp) => mailedLink(() => mails, to, subject);
 
     /** Every id this run has seen, and the tenant it belongs to. */
     const idOwner = new Map<string, number>();
@@ -249,15 +195,7 @@ async function main(): Promise<void> {
       for (const id of ids) if (id) idOwner.set(id.toLowerCase(), tenant);
     };
 
-    const newUser = async (label: string): Promise<{ email: string; id: string; jar: Jar }> => {
-      const email = `load-${label}-${crypto.randomUUID().slice(0, 10)}@example.test`;
-      expectStatus('sign-up', await request('/api/auth/sign-up/email', { body: { email, password: PASSWORD, name: label } }), 200);
-      const link = await mailLink(email, /verify/i);
-      await request(`${link.pathname}${link.search}`);
-      const jar = new Jar();
-      const signedIn = expectStatus('sign-in', await request('/api/auth/sign-in/email', { body: { email, password: PASSWORD }, jar }), 200);
-      return { email, id: signedIn.user.id, jar };
-    };
+    const newUser = (label: string) => signUpVerifySignIn({ base, request }, () => mails, { email: `load-${label}-${crypto.randomUUID().slice(0, 10)}@example.test`, label });
 
     const setupTenant = async (index: number): Promise<Tenant> => {
       const founder = await newUser(`t${index}-owner`);

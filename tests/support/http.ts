@@ -2,6 +2,9 @@ import type { TestApp } from './app.js';
 
 export const APP_ORIGIN = 'http://localhost:3000';
 
+/** Every test user's password (sign-ups hash it at production cost). */
+export const PASSWORD = 'correct horse battery staple';
+
 /** A browser's cookie store, reduced to what the tests need: name=value pairs, replaced and expired by Set-Cookie. */
 export class CookieJar {
   private readonly cookies = new Map<string, string>();

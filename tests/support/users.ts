@@ -1,6 +1,6 @@
 import { expect } from 'vitest';
 import type { TestApp } from './app.js';
-import { call, CookieJar, linkIn, mailsTo, pathOf } from './http.js';
+import { call, CookieJar, linkIn, mailsTo, pathOf, PASSWORD } from './http.js';
 
 let counter = 0;
 
@@ -9,7 +9,7 @@ export function uniqueEmail(label = 'user'): string {
   return `${label}-${counter}-${crypto.randomUUID().slice(0, 8)}@example.test`;
 }
 
-export const PASSWORD = 'correct horse battery staple';
+export { PASSWORD };
 
 /** Signs up, follows the verification link from the captured mail, and signs in: a jar holding a live session. */
 export async function signedInUser(t: TestApp, options: { email?: string; name?: string } = {}) {

@@ -8,23 +8,14 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import postgres from 'postgres';
-import { CookieJar } from '../../support/http.js';
+import { liveClient, mailedLink, pathAndQuery, signUpVerifySignIn, type Answer, type LiveRequestOptions, type LiveUser, type Mail } from '../../support/live-client.js';
 import { startUpstashServer, type UpstashServer } from '../../support/upstash-server.js';
 import { startPostgres, startRedis, type PostgresServer, type RedisServer } from './servers.js';
 import { eachLine } from '../../support/process.js';
 
-export const ORIGIN = 'http://localhost:3000';
-export const PASSWORD = 'correct horse battery staple';
+export { APP_ORIGIN as ORIGIN, PASSWORD } from '../../support/live-client.js';
+export type { Answer };
 const CHILD = fileURLToPath(new URL('./app-child.ts', import.meta.url));
-
-export interface Answer {
-  status: number;
-  body: any;
-  text: string;
-  ms: number;
-  path: string;
-  method: string;
-}
 
 export interface Service {
   port: number;
@@ -32,7 +23,8 @@ export interface Service {
   /** Parsed log lines (access lines counted, not kept). */
   lines: Record<string, any>[];
   requestLines: number;
-  request(path: string, options?: { method?: string; body?: unknown; jar?: CookieJar; timeoutMs?: number; headers?: Record<string, string> }): Promise<Answer>;
+  base: string;
+  request(path: string, options?: LiveRequestOptions): Promise<Answer>;
   alive(): boolean;
   rssKb(): Promise<number>;
   stop(): Promise<void>;
@@ -67,34 +59,13 @@ export async function startService(env: Record<string, string>): Promise<Service
 
   const service: Service = {
     port,
+    base: `http://127.0.0.1:${port}`,
     child,
     lines,
     get requestLines() {
       return requestLines;
     },
-    async request(path, options = {}) {
-      const { method = options.body === undefined ? 'GET' : 'POST', body, jar, timeoutMs = 30_000 } = options;
-      const headers: Record<string, string> = { origin: ORIGIN, ...options.headers };
-      if (body !== undefined) headers['content-type'] = 'application/json';
-      if (jar?.header()) headers.cookie = jar.header();
-      const started = performance.now();
-      const res = await fetch(`http://127.0.0.1:${port}${path}`, {
-        method,
-        headers,
-        body: body === undefined ? undefined : JSON.stringify(body),
-        signal: AbortSignal.timeout(timeoutMs),
-        redirect: 'manual',
-      });
-      const text = await res.text();
-      jar?.store(res);
-      let parsed: any = null;
-      try {
-        parsed = text ? JSON.parse(text) : null;
-      } catch {
-        parsed = text;
-      }
-      return { status: res.status, body: parsed, text, ms: performance.now() - started, path, method };
-    },
+    request: liveClient(`http://127.0.0.1:${port}`).request,
     alive: () => child.exitCode === null && child.signalCode === null,
     async rssKb() {
       const { readFile } = await import('node:fs/promises');
@@ -114,34 +85,19 @@ export async function startService(env: Record<string, string>): Promise<Service
 
 /** The link in the newest mail to `email`, as path and query. */
 export async function mailedPath(service: Service, email: string, subject: RegExp): Promise<string> {
-  for (let i = 0; i < 100; i += 1) {
-    const mail = service.lines.filter((line) => line.event === 'email' && line.to === email && subject.test(String(line.subject))).at(-1);
-    const link = mail && /https?:\/\/\S+/.exec(String(mail.text))?.[0];
-    if (link) {
-      const url = new URL(link);
-      return `${url.pathname}${url.search}`;
-    }
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-  throw new Error(`no mail "${subject}" for ${email}`);
+  return pathAndQuery(await mailedLink(() => emailsOf(service), email, subject, 5000));
 }
 
-export interface User {
-  email: string;
-  id: string;
-  jar: CookieJar;
+/** The mails the child's development mailer logged. */
+function emailsOf(service: Service): Mail[] {
+  return service.lines.filter((line) => line.event === 'email').map((line) => ({ to: String(line.to), subject: String(line.subject), text: String(line.text) }));
 }
+
+export type User = LiveUser;
 
 /** Sign-up, the mailed verification link, sign-in. */
-export async function signedUpUser(service: Service, label = 'user'): Promise<User> {
-  const email = `${label}-${crypto.randomUUID().slice(0, 12)}@example.test`;
-  const signUp = await service.request('/api/auth/sign-up/email', { body: { email, password: PASSWORD, name: label } });
-  if (signUp.status !== 200) throw new Error(`sign-up ${signUp.status} ${signUp.text}`);
-  await service.request(await mailedPath(service, email, /verify/i));
-  const jar = new CookieJar();
-  const signIn = await service.request('/api/auth/sign-in/email', { body: { email, password: PASSWORD }, jar });
-  if (signIn.status !== 200) throw new Error(`sign-in ${signIn.status} ${signIn.text}`);
-  return { email, id: signIn.body.user.id, jar };
+export function signedUpUser(service: Service, label = 'user'): Promise<User> {
+  return signUpVerifySignIn(service, () => emailsOf(service), { label });
 }
 
 /** A new organization, made the user's active one. */
