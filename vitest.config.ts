@@ -1,14 +1,84 @@
+import { availableParallelism } from 'node:os';
 import { defineConfig } from 'vitest/config';
 
-/** `npm test`: everything that needs nothing but Node (embedded database, in-memory rate-limit store). */
+/**
+ * The test suites, one project each (README "Tests and CI"):
+ *
+ * - `unit` (`npm test`): everything that needs nothing but Node: the embedded
+ *   database (each file loads a migrated snapshot built once per run by
+ *   tests/support/global-setup.ts) and the in-memory rate-limit store.
+ * - `integration` (`npm run test:integration`): the database and rate-limit
+ *   suites again on a real PostgreSQL server (TEST_PG_URL owner,
+ *   TEST_PG_APP_URL runtime) and a real Redis behind the Upstash-protocol
+ *   test server (TEST_REDIS_URL), plus the tests that only make sense there.
+ * - `faults` (`npm run test:faults`): the fault suite, which starts its own
+ *   throwaway PostgreSQL and Redis (tests/faults/support) to stop, freeze and
+ *   restart them, and the security concurrency suite again on the CI server.
+ *   One file at a time: the faults are timed.
+ * - `e2e` (`npm run test:e2e`, `.ci/e2e.sh`): Debian's chromium via
+ *   playwright-core against the Node API, and the worker in workerd via
+ *   `wrangler dev` (which needs the servers of .ci/services.sh). With
+ *   TEST_PG_URL set the browser suite's API also uses PostgreSQL and Redis.
+ *
+ * `vitest run` without `--project` would run all four; the npm scripts name one.
+ * The global setup reads GATEHOUSE_TEST_SERVERS from the project's `env`
+ * below (not from process.env, where vitest does not put it).
+ */
+const servers = { GATEHOUSE_TEST_SERVERS: 'required' } as const;
+
 export default defineConfig({
   test: {
-    include: ['tests/**/*.test.ts'],
-    exclude: ['tests/integration/**', 'tests/e2e/**', 'tests/faults/**', 'node_modules/**'],
-    testTimeout: 30_000,
-    hookTimeout: 60_000,
     pool: 'forks',
+    // vitest's default in `run` is one worker fewer than the cores: one worker
+    // on a 2-core machine, with the main process idle. The files wait on
+    // scrypt and PGlite, both in the worker: use every core.
+    maxWorkers: availableParallelism(),
     globalSetup: ['tests/support/global-setup.ts'],
-    env: { NODE_ENV: 'test' },
+    projects: [
+      {
+        extends: true,
+        test: {
+          name: 'unit',
+          include: ['tests/**/*.test.ts'],
+          exclude: ['tests/integration/**', 'tests/e2e/**', 'tests/faults/**', 'node_modules/**'],
+          testTimeout: 30_000,
+          hookTimeout: 60_000,
+          env: { NODE_ENV: 'test' },
+        },
+      },
+      {
+        extends: true,
+        test: {
+          name: 'integration',
+          include: ['tests/db/**/*.test.ts', 'tests/middleware/rate-limit*.test.ts', 'tests/integration/**/*.test.ts'],
+          testTimeout: 60_000,
+          hookTimeout: 120_000,
+          env: { NODE_ENV: 'test', ...servers },
+        },
+      },
+      {
+        extends: true,
+        test: {
+          name: 'faults',
+          include: ['tests/faults/**/*.test.ts', 'tests/security/concurrency.test.ts'],
+          testTimeout: 180_000,
+          hookTimeout: 300_000,
+          fileParallelism: false,
+          env: { NODE_ENV: 'test', ...servers },
+        },
+      },
+      {
+        extends: true,
+        test: {
+          name: 'e2e',
+          include: ['tests/e2e/**/*.test.ts'],
+          testTimeout: 120_000,
+          hookTimeout: 180_000,
+          // One browser or one workerd at a time: they compete for CPU and fixed ports (3000, 3001).
+          fileParallelism: false,
+          env: { NODE_ENV: 'test', ...(process.env.TEST_PG_URL ? servers : {}) },
+        },
+      },
+    ],
   },
 });

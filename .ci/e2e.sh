@@ -64,8 +64,9 @@ if [ -z "${TEST_PG_URL:-}" ] || [ -z "${TEST_PG_APP_URL:-}" ] || [ -z "${TEST_PO
 fi
 
 # --- The suites ---------------------------------------------------------------
-args=(run --config vitest.e2e.config.ts --reporter=default)
+# npm run test:e2e: vitest's e2e project (vitest.config.ts).
+args=(--reporter=default)
 if [ -n "$report" ]; then
   args+=(--reporter=json "--outputFile.json=$report")
 fi
-WRANGLER_SEND_METRICS=false npx vitest "${args[@]}"
+npm run test:e2e -- "${args[@]}"

@@ -9,7 +9,7 @@
  * This file adds the other "one winner" cases: ownership transfers, deletes of
  * one role, acceptances of one invitation, two Owners leaving or removing each
  * other at once. On PGlite (npm test) requests queue for its one connection;
- * `vitest.faults.config.ts` runs this file again on a PostgreSQL server,
+ * the `faults` project (`npm run test:faults`) runs this file again on a PostgreSQL server,
  * where they truly overlap.
  */
 import { sql } from 'kysely';

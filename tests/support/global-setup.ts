@@ -12,8 +12,14 @@ declare module 'vitest' {
   }
 }
 
+/**
+ * Per project (vitest.config.ts): the projects on real servers (their `env`
+ * sets GATEHOUSE_TEST_SERVERS) get no snapshot; the others get one. The
+ * project's config is read, not process.env: vitest puts a project's `env`
+ * into its test workers' environment, not into the process running this.
+ */
 export default async function setup(project: TestProject) {
-  if (process.env.GATEHOUSE_TEST_SERVERS === 'required') {
+  if (project.config.env?.GATEHOUSE_TEST_SERVERS === 'required') {
     project.provide('pgliteSnapshot', null);
     return;
   }

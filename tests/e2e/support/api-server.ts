@@ -54,8 +54,8 @@ export async function startApiServer(env: (port: number) => Record<string, strin
 
 /**
  * A manual check that the browser suite catches what it claims to (its header
- * comment): `GATEHOUSE_E2E_BREAK=<mode> npx vitest run --config
- * vitest.e2e.config.ts tests/e2e/browser.test.ts` must FAIL for every mode.
+ * comment): `GATEHOUSE_E2E_BREAK=<mode> npm run test:e2e --
+ * tests/e2e/browser.test.ts` must FAIL for every mode.
  * Never set in CI. Modes:
  *   cors-credentials  responses lose Access-Control-Allow-Credentials
  *   cors-origin       CORS_ORIGIN does not list the SPA's origin
