@@ -15,7 +15,7 @@
  * missing field, a misspelled key, or a column name that is not the snake_case
  * of its field fails `tsc`. A field better-auth adds in an upgrade shows up as
  * a missing key here (for the typed core models) and as a column
- * getMigrations wants to add (scripts/print-auth-schema.ts).
+ * getMigrations wants to add (`npm run db:auth-schema`, scripts/print-auth-schema.ts).
  *
  * The migration is frozen and never imports from here; if you change a name
  * here, write a new migration.
