@@ -96,8 +96,11 @@ export function createApp(deps: AppDeps, options: CreateAppOptions = {}) {
   use(securityHeaders(config.csp));
   use(cors({ origins: config.cors.origins }));
   use(bodyLimit());
-  // Issue 14 item 7: cookie-bearing state changes only from the app's own origins.
-  use(csrf({ trustedOrigins: [config.auth.appUrl, config.auth.url] }));
+  // Issue 14 item 7: cookie-bearing state changes only from the app's own
+  // origins: APP_URL, AUTH_URL, and the ones CORS_ORIGIN names explicitly
+  // (the operator's list of credentialed front ends; never `*`).
+  const corsOrigins = Array.isArray(config.cors.origins) ? config.cors.origins : [];
+  use(csrf({ trustedOrigins: [config.auth.appUrl, config.auth.url, ...corsOrigins] }));
   use(
     rateLimit({
       config: config.rateLimit,

@@ -2,7 +2,7 @@ import type { MiddlewareHandler } from 'hono';
 import { ApiError } from '../errors.js';
 
 export interface CsrfOptions {
-  /** Origins allowed to make cookie-bearing state changes: APP_URL's and AUTH_URL's (config.auth.appUrl, config.auth.url). */
+  /** Origins allowed to make cookie-bearing state changes: APP_URL's, AUTH_URL's and CORS_ORIGIN's explicit entries (src/app.ts). */
   trustedOrigins: readonly string[];
 }
 

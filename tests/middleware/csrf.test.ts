@@ -194,3 +194,24 @@ describe('CSRF through the app (issue 14 item 7)', () => {
     expect(await foreign.json()).toMatchObject({ code: 'FORBIDDEN' });
   });
 });
+
+describe('csrf middleware with front ends named in CORS_ORIGIN', () => {
+  const ADMIN_APP = 'https://admin.example';
+  let t: TestApp;
+  let user: SignedInUser;
+  beforeAll(async () => {
+    t = await createTestApp({ env: { CORS_ORIGIN: `${APP_ORIGIN},${ADMIN_APP}` } });
+    user = await signedInUser(t);
+  });
+  afterAll(() => t?.close());
+
+  it('trusts an origin CORS_ORIGIN names explicitly for state changes, and still refuses others', async () => {
+    const from = (origin: string) => call(t, '/api/users/me/deletion', { method: 'POST', jar: user.jar, headers: { origin } });
+    const refused = await from(EVIL);
+    expect(refused.status).toBe(403);
+    expect(await refused.json()).toMatchObject({ code: 'FORBIDDEN' });
+    const scheduled = await from(ADMIN_APP);
+    expect(scheduled.status).toBe(202);
+    expect(((await (await call(t, '/api/users/me', { jar: user.jar })).json()) as { deletedAt: string | null }).deletedAt).not.toBeNull();
+  });
+});
