@@ -14,6 +14,7 @@ import { createMemoryStore, type RateLimitStore } from '../../src/middleware/rat
 import { createTestApp, createTestClock, type TestApp } from '../support/app.js';
 import { call, type CookieJar } from '../support/http.js';
 import { PASSWORD, signedInUser, uniqueEmail, type SignedInUser } from '../support/users.js';
+import { expectRateLimited } from '../support/rate-limit.js';
 
 const SIGN_IN = '/api/auth/sign-in/email';
 const VERIFY_PASSWORD = '/api/auth/verify-password';
@@ -25,16 +26,6 @@ let ipCounter = 0;
 function nextIp(): string {
   ipCounter += 1;
   return `203.0.${Math.floor(ipCounter / 250)}.${(ipCounter % 250) + 1}`;
-}
-
-async function expectRateLimited(res: Response, limit: number) {
-  expect(res.status).toBe(429);
-  expect(await res.json()).toEqual({ code: 'RATE_LIMITED', message: expect.any(String) });
-  expect(res.headers.get('X-RateLimit-Limit')).toBe(String(limit));
-  expect(res.headers.get('X-RateLimit-Remaining')).toBe('0');
-  expect(res.headers.get('X-RateLimit-Reset')).toMatch(/^\d+$/);
-  expect(res.headers.get('Retry-After')).toMatch(/^\d+$/);
-  return { reset: Number(res.headers.get('X-RateLimit-Reset')), retryAfter: Number(res.headers.get('Retry-After')) };
 }
 
 /** A fresh unknown email per attempt: auth-tier tests must not reach any account's failure budget. */

@@ -24,6 +24,7 @@ import type { AppEnv } from '../../src/types.js';
 import { createTestApp, createTestClock, TEST_SECRET, type TestApp } from '../support/app.js';
 import { call } from '../support/http.js';
 import { signedInUser } from '../support/users.js';
+import { expectRateLimited } from '../support/rate-limit.js';
 
 const RATE_LIMIT_HEADERS = ['X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset', 'Retry-After'] as const;
 const SIGN_IN = '/api/auth/sign-in/email';
@@ -50,16 +51,6 @@ async function sendMany(app: Requestable, count: number, path: string, options: 
 
 function expectNoRateLimitHeaders(res: Response) {
   for (const name of RATE_LIMIT_HEADERS) expect(res.headers.get(name), name).toBeNull();
-}
-
-async function expectRateLimited(res: Response, limit: number) {
-  expect(res.status).toBe(429);
-  expect(await res.json()).toEqual({ code: 'RATE_LIMITED', message: expect.any(String) });
-  expect(res.headers.get('X-RateLimit-Limit')).toBe(String(limit));
-  expect(res.headers.get('X-RateLimit-Remaining')).toBe('0');
-  expect(res.headers.get('X-RateLimit-Reset')).toMatch(/^\d+$/);
-  expect(res.headers.get('Retry-After')).toMatch(/^\d+$/);
-  return { reset: Number(res.headers.get('X-RateLimit-Reset')), retryAfter: Number(res.headers.get('Retry-After')) };
 }
 
 describe('rate limit helpers', () => {

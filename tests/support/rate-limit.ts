@@ -1,0 +1,12 @@
+import { expect } from 'vitest';
+
+/** A 429 in the contract's shape with API.md's four headers; returns when the block or window ends. */
+export async function expectRateLimited(res: Response, limit: number) {
+  expect(res.status).toBe(429);
+  expect(await res.json()).toEqual({ code: 'RATE_LIMITED', message: expect.any(String) });
+  expect(res.headers.get('X-RateLimit-Limit')).toBe(String(limit));
+  expect(res.headers.get('X-RateLimit-Remaining')).toBe('0');
+  expect(res.headers.get('X-RateLimit-Reset')).toMatch(/^\d+$/);
+  expect(res.headers.get('Retry-After')).toMatch(/^\d+$/);
+  return { reset: Number(res.headers.get('X-RateLimit-Reset')), retryAfter: Number(res.headers.get('Retry-After')) };
+}
