@@ -44,6 +44,20 @@ _services_pg_bindir() {
   return 1
 }
 
+# Stops the process a pid file names: TERM, up to 5 s, then KILL.
+_services_stop_pidfile() {
+  local pid i
+  [ -f "$1" ] || return 0
+  pid="$(cat "$1" 2>/dev/null || true)"
+  if [ -n "$pid" ] && kill "$pid" 2>/dev/null; then
+    for i in $(seq 1 50); do
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.1
+    done
+    kill -9 "$pid" 2>/dev/null || true
+  fi
+}
+
 services_install() {
   local missing=()
   _services_pg_bindir >/dev/null || missing+=(postgresql)
@@ -275,31 +289,13 @@ services_start() {
 }
 
 services_stop() {
-  local dir="${SERVICES_DIR:-}" bindir pid i
+  local dir="${SERVICES_DIR:-}" bindir
   [ -n "$dir" ] || return 0
   if [ -f "$dir/pgdata/postmaster.pid" ] && bindir="$(_services_pg_bindir)"; then
     _services_as_pg "$bindir/pg_ctl" -D "$dir/pgdata" -m immediate -w -t 30 stop >/dev/null 2>&1 || true
   fi
-  if [ -f "$dir/pgbouncer/pgbouncer.pid" ]; then
-    pid="$(cat "$dir/pgbouncer/pgbouncer.pid" 2>/dev/null || true)"
-    if [ -n "$pid" ] && kill "$pid" 2>/dev/null; then
-      for i in $(seq 1 50); do
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.1
-      done
-      kill -9 "$pid" 2>/dev/null || true
-    fi
-  fi
-  if [ -f "$dir/redis.pid" ]; then
-    pid="$(cat "$dir/redis.pid" 2>/dev/null || true)"
-    if [ -n "$pid" ] && kill "$pid" 2>/dev/null; then
-      for i in $(seq 1 50); do
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.1
-      done
-      kill -9 "$pid" 2>/dev/null || true
-    fi
-  fi
+  _services_stop_pidfile "$dir/pgbouncer/pgbouncer.pid"
+  _services_stop_pidfile "$dir/redis.pid"
   rm -rf -- "$dir"
   SERVICES_DIR=""
   unset TEST_PG_URL TEST_PG_APP_URL TEST_POOLER_URL TEST_POOLER_APP_URL TEST_REDIS_URL
