@@ -1,5 +1,5 @@
 // Prints the plain closing line CI reads ("N passed, N failed") from vitest's JSON reports.
-import { readFileSync, existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 
 let passed = 0;
 let failed = 0;

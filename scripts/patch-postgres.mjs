@@ -17,8 +17,8 @@
 // Idempotent; checks what it replaces and fails loudly when the driver changes
 // (drop this script once a fixed postgres.js is used).
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
 import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
 
 const MARK = 'gatehouse-patch';
 const require = createRequire(import.meta.url);
@@ -26,7 +26,11 @@ let root;
 try {
   // The package's exports hide package.json: walk up from its entry.
   root = dirname(require.resolve('postgres'));
-  while (!existsSync(join(root, 'package.json')) || JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')).name !== 'postgres') root = dirname(root);
+  while (
+    !existsSync(join(root, 'package.json')) ||
+    JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')).name !== 'postgres'
+  )
+    root = dirname(root);
 } catch {
   console.log('[patch-postgres] postgres is not installed; nothing to patch');
   process.exit(0);
@@ -38,7 +42,11 @@ const connectionEdits = [
     '  function nextWrite(fn) {\n    const x = socket.write(chunk, fn)\n',
     `  function nextWrite(fn) {\n    if (!socket) { // ${MARK}: closed after the write was scheduled\n      nextWriteTimer !== null && clearImmediate(nextWriteTimer)\n      chunk = nextWriteTimer = null\n      error(Errors.connection('CONNECTION_CLOSED', options))\n      return false\n    }\n    const x = socket.write(chunk, fn)\n`,
   ],
-  [/^    clearImmediate\(nextWriteTimer\)\n/gm, `    clearImmediate(nextWriteTimer)\n    chunk = nextWriteTimer = null // ${MARK}\n`, 2],
+  [
+    /^ {4}clearImmediate\(nextWriteTimer\)\n/gm,
+    `    clearImmediate(nextWriteTimer)\n    chunk = nextWriteTimer = null // ${MARK}\n`,
+    2,
+  ],
 ];
 
 const indexEdits = [
@@ -60,7 +68,9 @@ function patch(file, edits) {
   for (const [from, to, count = 1] of edits) {
     const found = typeof from === 'string' ? text.split(from).length - 1 : (text.match(from) ?? []).length;
     if (found !== count) {
-      console.error(`[patch-postgres] postgres ${version}: ${file} does not have the code this patch expects (${found}/${count}); review scripts/patch-postgres.mjs`);
+      console.error(
+        `[patch-postgres] postgres ${version}: ${file} does not have the code this patch expects (${found}/${count}); review scripts/patch-postgres.mjs`,
+      );
       process.exit(1);
     }
     text = typeof from === 'string' ? text.replace(from, to) : text.replace(from, to);

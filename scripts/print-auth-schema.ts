@@ -13,16 +13,12 @@
  */
 import { PGlite } from '@electric-sql/pglite';
 import { createPgConfig } from '@electric-sql/pglite/node-postgres';
-import { betterAuth, type BetterAuthOptions } from 'better-auth';
+import { type BetterAuthOptions, betterAuth } from 'better-auth';
 import { getMigrations } from 'better-auth/db/migration';
 import { magicLink, organization } from 'better-auth/plugins';
 import { Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
-import {
-  authDatabaseAdvancedOptions,
-  authSchemaOptions,
-  organizationPluginSchema,
-} from '../src/auth/schema.js';
+import { authDatabaseAdvancedOptions, authSchemaOptions, organizationPluginSchema } from '../src/auth/schema.js';
 
 const applied = process.argv.includes('--applied');
 
@@ -78,8 +74,7 @@ try {
       .map((line) => `-- ${line}`)
       .join('\n'),
   );
-  const nothingToDo =
-    summary.toBeCreated.length + summary.toBeAdded.length + summary.toBeAddedIndexes.length === 0;
+  const nothingToDo = summary.toBeCreated.length + summary.toBeAdded.length + summary.toBeAddedIndexes.length === 0;
   if (nothingToDo) {
     console.log('-- nothing to create or add');
   } else {

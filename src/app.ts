@@ -1,34 +1,34 @@
 import type { MiddlewareHandler } from 'hono';
+import { createApiKeyResolver, credentialResolver } from './auth/api-key-auth.js';
 import { createAuth } from './auth/auth.js';
+import { createCookieCacheVerifier } from './auth/cookie-cache.js';
 import { createMailer, type Mailer } from './auth/email.js';
+import { registerOrganizationHandlers } from './auth/organizations.js';
 import { createSessionResolver, type SessionStateRow } from './auth/session.js';
 import { createSessionStateCache, SESSION_STATE_CHANNEL, type SessionStateCache } from './auth/session-state-cache.js';
-import { registerOrganizationHandlers } from './auth/organizations.js';
-import { createApiKeyResolver, credentialResolver } from './auth/api-key-auth.js';
-import { createCookieCacheVerifier } from './auth/cookie-cache.js';
 import { ApiError, renderError } from './errors.js';
 import { createEvents, type Events } from './events.js';
+import { bodyLimit } from './middleware/body-limit.js';
+import { cors } from './middleware/cors.js';
+import { csrf } from './middleware/csrf.js';
+import { denyUndeclared } from './middleware/guard.js';
+import { jsonInput } from './middleware/json-input.js';
+import { type RateLimitOptions, rateLimit } from './middleware/rate-limit.js';
 import { accessLog, requestId } from './middleware/request-context.js';
 import { securityHeaders } from './middleware/security-headers.js';
-import { cors } from './middleware/cors.js';
-import { bodyLimit } from './middleware/body-limit.js';
-import { csrf } from './middleware/csrf.js';
-import { jsonInput } from './middleware/json-input.js';
-import { rateLimit, type RateLimitOptions } from './middleware/rate-limit.js';
 import { clearSessionStates, session } from './middleware/session.js';
-import { denyUndeclared } from './middleware/guard.js';
 import { createRouter } from './router.js';
-import { healthRoutes } from './routes/health.js';
-import { authRoutes } from './routes/auth.js';
-import { sessionRoutes } from './routes/session.js';
 import { adminRoutes } from './routes/admin.js';
-import { roleRoutes } from './routes/roles.js';
-import { memberRoutes } from './routes/members.js';
 import { apiKeyRoutes } from './routes/api-keys.js';
 import { auditLogRoutes } from './routes/audit-logs.js';
-import { userRoutes } from './routes/users.js';
+import { authRoutes } from './routes/auth.js';
 import { cronRoutes } from './routes/cron.js';
 import { mountDocs } from './routes/docs.js';
+import { healthRoutes } from './routes/health.js';
+import { memberRoutes } from './routes/members.js';
+import { roleRoutes } from './routes/roles.js';
+import { sessionRoutes } from './routes/session.js';
+import { userRoutes } from './routes/users.js';
 import type { AppDeps, AppEnv } from './types.js';
 
 export interface CreateAppOptions {
@@ -51,7 +51,9 @@ export interface CreateAppOptions {
  * Builds a session-state cache that the database clears whenever what it
  * holds changes (migrations/0005). Node entry and tests; not Workers.
  */
-export async function listenForSessionStateChanges(database: AppDeps['database']): Promise<SessionStateCache<SessionStateRow>> {
+export async function listenForSessionStateChanges(
+  database: AppDeps['database'],
+): Promise<SessionStateCache<SessionStateRow>> {
   const cache = createSessionStateCache<SessionStateRow>();
   await database.listen(SESSION_STATE_CHANNEL, () => cache.clear());
   return cache;
@@ -65,7 +67,9 @@ export async function listenForSessionStateChanges(database: AppDeps['database']
  * would be answered from a stale entry (tests/integration/multi-instance):
  * there every authenticated request reads its one statement, as on Workers.
  */
-export async function sessionStateCacheFor(database: AppDeps['database']): Promise<SessionStateCache<SessionStateRow> | undefined> {
+export async function sessionStateCacheFor(
+  database: AppDeps['database'],
+): Promise<SessionStateCache<SessionStateRow> | undefined> {
   return database.kind === 'pglite' ? listenForSessionStateChanges(database) : undefined;
 }
 
@@ -116,8 +120,17 @@ export function createApp(deps: AppDeps, options: CreateAppOptions = {}) {
   use(jsonInput());
   const cache = options.sessionStateCache;
   if (cache) use(clearSessionStates({ cache }));
-  const resolveCookie = createSessionResolver({ auth, db, config, graceDays: config.accountDeletionGraceDays, cache, fromCache: readCookieCache });
-  const resolveKey = config.apiKeyAuth ? createApiKeyResolver({ db, config, store: rateLimitStore, clock, background: options.background, cache }) : null;
+  const resolveCookie = createSessionResolver({
+    auth,
+    db,
+    config,
+    graceDays: config.accountDeletionGraceDays,
+    cache,
+    fromCache: readCookieCache,
+  });
+  const resolveKey = config.apiKeyAuth
+    ? createApiKeyResolver({ db, config, store: rateLimitStore, clock, background: options.background, cache })
+    : null;
   use(session({ resolve: credentialResolver({ cookie: resolveCookie, key: resolveKey }) }));
   use(denyUndeclared(globals));
 

@@ -1,4 +1,4 @@
-import { sql, type Kysely, type Transaction } from 'kysely';
+import { type Kysely, sql, type Transaction } from 'kysely';
 import type { DB } from './db/database.js';
 import { currentRequestScope } from './request-scope.js';
 
@@ -35,13 +35,20 @@ const FORBIDDEN_KEYS = /^(key|keyHash|keySalt|hash|salt|password|token|sessionId
 function scrub(value: unknown): unknown {
   if (Array.isArray(value)) return value.map(scrub);
   if (value && typeof value === 'object' && !(value instanceof Date)) {
-    return Object.fromEntries(Object.entries(value).filter(([key]) => !FORBIDDEN_KEYS.test(key)).map(([key, inner]) => [key, scrub(inner)]));
+    return Object.fromEntries(
+      Object.entries(value)
+        .filter(([key]) => !FORBIDDEN_KEYS.test(key))
+        .map(([key, inner]) => [key, scrub(inner)]),
+    );
   }
   return value;
 }
 
 /** Writes one entry inside the caller's transaction, so it commits or rolls back with the change. */
-export async function recordAudit(trx: Transaction<DB> | Kysely<DB>, { action, actorId, organizationId, metadata, requestId }: AuditEntry): Promise<void> {
+export async function recordAudit(
+  trx: Transaction<DB> | Kysely<DB>,
+  { action, actorId, organizationId, metadata, requestId }: AuditEntry,
+): Promise<void> {
   const scope = currentRequestScope();
   // An action done with an API key names the key as the actor's means.
   const means = scope?.apiKeyId ? { via: { type: 'api_key', apiKeyId: scope.apiKeyId } } : {};

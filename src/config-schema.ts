@@ -21,7 +21,13 @@ const int = (fallback: number, min = 1, max = 1_000_000) =>
     .string()
     .regex(/^\d+$/, { message: 'must be a whole number' })
     .transform(Number)
-    .pipe(z.number().int().min(min, { message: `must be at least ${min}` }).max(max, { message: `must be at most ${max}` }))
+    .pipe(
+      z
+        .number()
+        .int()
+        .min(min, { message: `must be at least ${min}` })
+        .max(max, { message: `must be at most ${max}` }),
+    )
     .optional()
     .transform((value) => value ?? fallback);
 
@@ -33,7 +39,9 @@ const httpUrl = (fallback: string) =>
 
 const databaseUrl = z
   .string()
-  .regex(/^(postgres(ql)?:\/\/.+|pglite:\/\/.+)$/, { message: 'must be postgres://… or pglite://<dir> / pglite://memory' });
+  .regex(/^(postgres(ql)?:\/\/.+|pglite:\/\/.+)$/, {
+    message: 'must be postgres://… or pglite://<dir> / pglite://memory',
+  });
 
 /**
  * Every variable of spec §5 and API.md "Configuration names", as strings in,
@@ -43,9 +51,7 @@ export const ConfigSchema = z.object({
   NODE_ENV: z.enum(['development', 'test', 'production']).optional().default('development'),
   PORT: int(4000, 1, 65535),
   /** The Node listener's address: an IP address or a host name (default: loopback outside production). */
-  HOST: z
-    .union([z.ipv4(), z.ipv6(), z.hostname()], { message: 'must be an IP address or a host name' })
-    .optional(),
+  HOST: z.union([z.ipv4(), z.ipv6(), z.hostname()], { message: 'must be an IP address or a host name' }).optional(),
   LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error']).optional().default('info'),
 
   AUTH_SECRET: z.string().min(32, { message: 'must be at least 32 characters' }).optional(),
@@ -97,7 +103,11 @@ export const ConfigSchema = z.object({
   GITHUB_CLIENT_SECRET: z.string().optional(),
 
   /** Fill the spec's `{cdn_host}` and `{avatar_host}` CSP placeholders (space-separated sources). */
-  CSP_CDN_HOST: z.string().regex(/^[^;,'"]*$/, { message: 'must be CSP sources without ; , or quotes' }).optional().default('https://cdn.jsdelivr.net'),
+  CSP_CDN_HOST: z
+    .string()
+    .regex(/^[^;,'"]*$/, { message: 'must be CSP sources without ; , or quotes' })
+    .optional()
+    .default('https://cdn.jsdelivr.net'),
   CSP_AVATAR_HOST: z
     .string()
     .regex(/^[^;,'"]*$/, { message: 'must be CSP sources without ; , or quotes' })

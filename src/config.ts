@@ -122,13 +122,16 @@ export function parseConfig(
   }
 
   if (production && !raw.DATABASE_URL) problems.push('DATABASE_URL: required in production');
-  if (hosted && raw.DATABASE_URL?.startsWith('pglite://')) problems.push('DATABASE_URL: the embedded engine cannot run on Workers; use postgres://');
+  if (hosted && raw.DATABASE_URL?.startsWith('pglite://'))
+    problems.push('DATABASE_URL: the embedded engine cannot run on Workers; use postgres://');
   const databaseUrlValue = raw.DATABASE_URL ?? DEFAULT_PGLITE_URL;
 
   // Spec §8 rule 3: production + rate limiting needs the distributed store.
   const hasStore = Boolean(raw.KV_REST_API_URL && raw.KV_REST_API_TOKEN);
-  if (raw.KV_REST_API_URL && !raw.KV_REST_API_TOKEN) problems.push('KV_REST_API_TOKEN: required when KV_REST_API_URL is set');
-  if (!raw.KV_REST_API_URL && raw.KV_REST_API_TOKEN) problems.push('KV_REST_API_URL: required when KV_REST_API_TOKEN is set');
+  if (raw.KV_REST_API_URL && !raw.KV_REST_API_TOKEN)
+    problems.push('KV_REST_API_TOKEN: required when KV_REST_API_URL is set');
+  if (!raw.KV_REST_API_URL && raw.KV_REST_API_TOKEN)
+    problems.push('KV_REST_API_URL: required when KV_REST_API_TOKEN is set');
   if ((production || hosted) && raw.RATE_LIMIT_ENABLED && !hasStore) {
     problems.push('KV_REST_API_URL, KV_REST_API_TOKEN: required in production while RATE_LIMIT_ENABLED is true');
   }
@@ -140,30 +143,55 @@ export function parseConfig(
   for (const [id, key] of pairs) {
     // Spec §5 Flows: a provider with only one of its two variables is silently skipped.
     if (Boolean(raw[id]) !== Boolean(raw[key])) {
-      warnings.push({ level: 'warn', event: 'config.oauth_incomplete', message: `${id} and ${key} must both be set; provider disabled` });
+      warnings.push({
+        level: 'warn',
+        event: 'config.oauth_incomplete',
+        message: `${id} and ${key} must both be set; provider disabled`,
+      });
     }
   }
 
   if (problems.length > 0) throw new ConfigError(problems);
 
   if (!raw.RATE_LIMIT_ENABLED && production) {
-    warnings.push({ level: 'error', event: 'security.rate_limit_disabled', message: 'RATE_LIMIT_ENABLED=false in production: no request is rate limited' });
+    warnings.push({
+      level: 'error',
+      event: 'security.rate_limit_disabled',
+      message: 'RATE_LIMIT_ENABLED=false in production: no request is rate limited',
+    });
   }
   if (raw.RATE_LIMIT_ENABLED && !hasStore) {
-    warnings.push({ level: 'warn', event: 'config.rate_limit_memory_store', message: 'KV_REST_API_URL/KV_REST_API_TOKEN unset: rate limits use an in-memory store of this process only' });
+    warnings.push({
+      level: 'warn',
+      event: 'config.rate_limit_memory_store',
+      message: 'KV_REST_API_URL/KV_REST_API_TOKEN unset: rate limits use an in-memory store of this process only',
+    });
   }
   if (!raw.CRON_SECRET && !development) {
-    warnings.push({ level: 'warn', event: 'config.cron_secret_missing', message: 'CRON_SECRET unset: scheduled-job endpoints refuse every caller' });
+    warnings.push({
+      level: 'warn',
+      event: 'config.cron_secret_missing',
+      message: 'CRON_SECRET unset: scheduled-job endpoints refuse every caller',
+    });
   }
   if (!raw.EMAIL_API_KEY && production) {
-    warnings.push({ level: 'error', event: 'config.email_disabled', message: 'EMAIL_API_KEY unset in production: no email is delivered, so sign-up cannot complete' });
+    warnings.push({
+      level: 'error',
+      event: 'config.email_disabled',
+      message: 'EMAIL_API_KEY unset in production: no email is delivered, so sign-up cannot complete',
+    });
   }
   const cors = parseCorsOrigins(raw.CORS_ORIGIN, production);
   if (cors === 'disabled') {
-    warnings.push({ level: 'warn', event: 'config.cors_disabled', message: 'CORS_ORIGIN=* in production disables CORS: no cross-origin browser access' });
+    warnings.push({
+      level: 'warn',
+      event: 'config.cors_disabled',
+      message: 'CORS_ORIGIN=* in production disables CORS: no cross-origin browser access',
+    });
   }
 
-  const provider = (id: string | undefined, key: string | undefined) => (id && key ? { clientId: id, clientSecret: key } : null);
+  const provider = (id: string | undefined, key: string | undefined) =>
+    id && key ? { clientId: id, clientSecret: key } : null;
 
   const config: Config = {
     env: raw.NODE_ENV,
@@ -190,7 +218,11 @@ export function parseConfig(
       store: hasStore ? { url: raw.KV_REST_API_URL!, token: raw.KV_REST_API_TOKEN! } : null,
       storeTimeoutMs: raw.RATE_LIMIT_STORE_TIMEOUT_MS,
       global: { ttl: raw.RATE_LIMIT_GLOBAL_TTL, limit: raw.RATE_LIMIT_GLOBAL_LIMIT },
-      auth: { ttl: raw.RATE_LIMIT_AUTH_TTL, limit: raw.RATE_LIMIT_AUTH_LIMIT, blockDuration: raw.RATE_LIMIT_AUTH_BLOCK_DURATION },
+      auth: {
+        ttl: raw.RATE_LIMIT_AUTH_TTL,
+        limit: raw.RATE_LIMIT_AUTH_LIMIT,
+        blockDuration: raw.RATE_LIMIT_AUTH_BLOCK_DURATION,
+      },
       account: { ttl: raw.RATE_LIMIT_ACCOUNT_TTL, limit: raw.RATE_LIMIT_ACCOUNT_LIMIT },
       api: { ttl: raw.RATE_LIMIT_API_TTL, limit: raw.RATE_LIMIT_API_LIMIT },
       trustedProxyHops: raw.TRUSTED_PROXY_HOPS,

@@ -15,5 +15,9 @@ export function createRateLimitStore(config: Config): RateLimitStore {
 }
 
 export function openConfiguredDatabase(config: Config): Promise<Database> {
-  return openDatabase({ url: config.database.url, migrationUrl: config.database.migrationUrl, poolMax: config.database.poolMax });
+  return openDatabase({
+    url: config.database.url,
+    migrationUrl: config.database.migrationUrl,
+    poolMax: config.database.poolMax,
+  });
 }

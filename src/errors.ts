@@ -1,5 +1,5 @@
-import { HTTPException } from 'hono/http-exception';
 import type { Context } from 'hono';
+import { HTTPException } from 'hono/http-exception';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import type { AppEnv } from './types.js';
 
@@ -55,7 +55,9 @@ export class ApiError extends HTTPException {
   }
 
   toBody(): ErrorBody {
-    return this.details ? { code: this.code, message: this.message, details: this.details } : { code: this.code, message: this.message };
+    return this.details
+      ? { code: this.code, message: this.message, details: this.details }
+      : { code: this.code, message: this.message };
   }
 }
 
@@ -67,7 +69,11 @@ export function isUnavailableError(error: unknown): boolean {
     seen.add(current);
     const { code, message } = current as { code?: unknown; message?: unknown };
     if (typeof code === 'string' && UNAVAILABLE_CODES.has(code)) return true;
-    if (typeof message === 'string' && /connection terminated|connect ECONNREFUSED|timeout exceeded when trying to connect/i.test(message)) return true;
+    if (
+      typeof message === 'string' &&
+      /connection terminated|connect ECONNREFUSED|timeout exceeded when trying to connect/i.test(message)
+    )
+      return true;
     current = (current as { cause?: unknown }).cause;
   }
   return false;
@@ -109,7 +115,8 @@ export function toApiError(error: unknown): ApiError {
     if (status === 404) return new ApiError('NOT_FOUND', 'Not found');
     if (status === 415) return new ApiError('UNSUPPORTED_MEDIA_TYPE', 'Content-Type must be application/json');
   }
-  if (isUnavailableError(error)) return new ApiError('SERVICE_UNAVAILABLE', 'Service temporarily unavailable', { cause: error });
+  if (isUnavailableError(error))
+    return new ApiError('SERVICE_UNAVAILABLE', 'Service temporarily unavailable', { cause: error });
   return new ApiError('INTERNAL_ERROR', 'Internal server error', { cause: error });
 }
 

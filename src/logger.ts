@@ -19,7 +19,8 @@ const LEVELS: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error:
  * Keys whose values never reach a log line, whatever the caller passes:
  * passwords, cookies, Authorization headers, tokens, keys and secrets.
  */
-const SECRET_KEY = /pass(word)?|cookie|authorization|token|secret|^key$|apikey|api_key|keyhash|key_hash|salt|session_?id/i;
+const SECRET_KEY =
+  /pass(word)?|cookie|authorization|token|secret|^key$|apikey|api_key|keyhash|key_hash|salt|session_?id/i;
 
 /** Field names repeat from line to line: each is tested against SECRET_KEY once (a bounded memo). */
 const secretKeys = new Map<string, boolean>();

@@ -1,10 +1,10 @@
 import type { IncomingMessage, Server, ServerOptions, ServerResponse } from 'node:http';
+import type { Duplex } from 'node:stream';
 import type { ServerType } from '@hono/node-server';
 import { getConnInfo } from '@hono/node-server/conninfo';
 import type { Context } from 'hono';
-import type { Duplex } from 'node:stream';
 import { clientIpFromForwardedFor } from './middleware/rate-limit.js';
-import { DEFAULT_CSP_HOSTS, securityHeaderValues, type SecurityHeadersOptions } from './middleware/security-headers.js';
+import { DEFAULT_CSP_HOSTS, type SecurityHeadersOptions, securityHeaderValues } from './middleware/security-headers.js';
 
 /**
  * Node's own limits for the listener. A request whose body never arrives in
@@ -40,7 +40,10 @@ function errorHead(status: number, body: string, csp: SecurityHeadersOptions): R
 }
 
 function contractBody(status: number, message: string): string {
-  return JSON.stringify({ code: status === 413 ? 'PAYLOAD_TOO_LARGE' : status >= 500 ? 'INTERNAL_ERROR' : 'VALIDATION_ERROR', message });
+  return JSON.stringify({
+    code: status === 413 ? 'PAYLOAD_TOO_LARGE' : status >= 500 ? 'INTERNAL_ERROR' : 'VALIDATION_ERROR',
+    message,
+  });
 }
 
 /**
@@ -57,7 +60,10 @@ function contractBody(status: number, message: string): string {
  * - an HTTP/1.1 request without Host, which Node itself would answer with an
  *   empty 400 before any listener runs.
  */
-export function answerClientErrors(server: ServerType | Server, { csp = DEFAULT_CSP_HOSTS }: { csp?: SecurityHeadersOptions } = {}): void {
+export function answerClientErrors(
+  server: ServerType | Server,
+  { csp = DEFAULT_CSP_HOSTS }: { csp?: SecurityHeadersOptions } = {},
+): void {
   const http1 = server as Server;
   http1.on('clientError', (error: NodeJS.ErrnoException, socket: Duplex) => {
     const inFlight = (socket as Duplex & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
@@ -87,7 +93,8 @@ export function answerClientErrors(server: ServerType | Server, { csp = DEFAULT_
     const writeHead = res.writeHead;
     res.writeHead = function adapterAnswer(this: ServerResponse, status: number, ...rest: unknown[]) {
       res.writeHead = writeHead;
-      if (rest.length > 0 || status < 400) return (writeHead as (...args: unknown[]) => ServerResponse).call(this, status, ...rest);
+      if (rest.length > 0 || status < 400)
+        return (writeHead as (...args: unknown[]) => ServerResponse).call(this, status, ...rest);
       const body = contractBody(status, status === 400 ? 'Malformed request target or Host header' : 'Internal error');
       const end = res.end;
       res.end = function endWithBody(this: ServerResponse) {
@@ -106,5 +113,6 @@ export function answerClientErrors(server: ServerType | Server, { csp = DEFAULT_
  * is 0 or the request carries no X-Forwarded-For.
  */
 export function nodeClientIp(hops: number): (c: Context) => string | null {
-  return (c) => clientIpFromForwardedFor(c.req.header('x-forwarded-for'), hops) ?? getConnInfo(c).remote.address ?? null;
+  return (c) =>
+    clientIpFromForwardedFor(c.req.header('x-forwarded-for'), hops) ?? getConnInfo(c).remote.address ?? null;
 }

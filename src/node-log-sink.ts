@@ -7,7 +7,9 @@ import type { LogSink } from './logger.js';
  * keep their order per stream; whatever is pending when the process exits
  * (process.exit included) is written before it goes.
  */
-export function createBatchedStdioSink(streams: { out: NodeJS.WritableStream; err: NodeJS.WritableStream } = { out: process.stdout, err: process.stderr }): LogSink & { flush(): void } {
+export function createBatchedStdioSink(
+  streams: { out: NodeJS.WritableStream; err: NodeJS.WritableStream } = { out: process.stdout, err: process.stderr },
+): LogSink & { flush(): void } {
   let out = '';
   let err = '';
   let scheduled = false;

@@ -1,9 +1,8 @@
-import { OpenAPIHono, createRoute, type RouteConfig } from '@hono/zod-openapi';
-import { requireJson } from './middleware/body-limit.js';
-import { guard, type Access } from './middleware/guard.js';
-import { z as zo } from '@hono/zod-openapi';
+import { createRoute, OpenAPIHono, type RouteConfig, z as zo } from '@hono/zod-openapi';
 import type { z } from 'zod';
 import { ApiError, type ErrorDetail } from './errors.js';
+import { requireJson } from './middleware/body-limit.js';
+import { type Access, guard } from './middleware/guard.js';
 import type { AppEnv } from './types.js';
 
 /** zod issues as the contract's `details`: `[{ path: "scopes.0", message }]`. */
@@ -20,7 +19,9 @@ export function createRouter(): OpenAPIHono<AppEnv> {
   return new OpenAPIHono<AppEnv>({
     defaultHook: (result) => {
       if (!result.success) {
-        throw new ApiError('VALIDATION_ERROR', 'Request validation failed', { details: validationDetails(result.error) });
+        throw new ApiError('VALIDATION_ERROR', 'Request validation failed', {
+          details: validationDetails(result.error),
+        });
       }
     },
   });
@@ -47,7 +48,8 @@ type HeaderObject = { description: string; schema: { type: 'string'; pattern?: s
 export const REQUEST_ID_HEADER = {
   name: 'XRequestId',
   header: {
-    description: "The request's id, also in the service's log lines: the client's own `X-Request-Id` when well-formed (word characters, `-` and `=`, at most 128), a fresh UUID otherwise",
+    description:
+      "The request's id, also in the service's log lines: the client's own `X-Request-Id` when well-formed (word characters, `-` and `=`, at most 128), a fresh UUID otherwise",
     schema: { type: 'string', pattern: '^[\\w=-]{1,128}$' },
   } satisfies HeaderObject,
 };
@@ -62,7 +64,10 @@ const errorResponse = (description: string, headers?: Record<string, HeaderObjec
 const RATE_LIMIT_HEADERS = {
   'X-RateLimit-Limit': { description: 'Requests allowed in the window', schema: { type: 'string' as const } },
   'X-RateLimit-Remaining': { description: 'Requests left in the window (0)', schema: { type: 'string' as const } },
-  'X-RateLimit-Reset': { description: 'Unix seconds when the window or block ends', schema: { type: 'string' as const } },
+  'X-RateLimit-Reset': {
+    description: 'Unix seconds when the window or block ends',
+    schema: { type: 'string' as const },
+  },
   'Retry-After': { description: 'Seconds to wait', schema: { type: 'string' as const } },
 };
 
@@ -75,19 +80,38 @@ function errorResponses(config: RouteConfig, declared: Access) {
   // A route the guard lets through but that checks its own credentials (its
   // `security` names a scheme and offers no anonymous `{}` alternative, as the
   // cron route's CRON_SECRET) answers 401 too (API.md cron row).
-  const ownCredentials = !protectedRoute && Boolean(config.security?.length) && config.security!.every((requirement) => Object.keys(requirement).length > 0);
+  const ownCredentials =
+    !protectedRoute &&
+    Boolean(config.security?.length) &&
+    config.security!.every((requirement) => Object.keys(requirement).length > 0);
   return {
-    ...(validates ? { 400: errorResponse('VALIDATION_ERROR: malformed JSON, wrong types, unknown fields, bad ids or query') } : {}),
+    ...(validates
+      ? { 400: errorResponse('VALIDATION_ERROR: malformed JSON, wrong types, unknown fields, bad ids or query') }
+      : {}),
     ...(protectedRoute ? { 401: errorResponse('UNAUTHORIZED: no valid session') } : {}),
     ...(ownCredentials ? { 401: errorResponse('UNAUTHORIZED: missing or wrong credentials (see `security`)') } : {}),
     ...(protectedRoute
-      ? { 403: errorResponse('FORBIDDEN, NO_ACTIVE_ORGANIZATION, INSUFFICIENT_PERMISSIONS, ACCOUNT_SCHEDULED_FOR_DELETION (and NOT_OWNER where stated)') }
+      ? {
+          403: errorResponse(
+            'FORBIDDEN, NO_ACTIVE_ORGANIZATION, INSUFFICIENT_PERMISSIONS, ACCOUNT_SCHEDULED_FOR_DELETION (and NOT_OWNER where stated)',
+          ),
+        }
       : config.method !== 'get'
         ? // The CSRF check is global (middleware/csrf.ts): it does not ask whether the route needs the cookie.
-          { 403: errorResponse("FORBIDDEN: a state change carrying a Cookie header from an origin other than the app's") }
+          {
+            403: errorResponse(
+              "FORBIDDEN: a state change carrying a Cookie header from an origin other than the app's",
+            ),
+          }
         : {}),
     ...(hasParams ? { 404: errorResponse('NOT_FOUND: unknown id, or one of another organization') } : {}),
-    ...(protectedRoute && config.method !== 'get' ? { 409: errorResponse('SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE or TARGET_NOT_ADMIN where the route can cause them') } : {}),
+    ...(protectedRoute && config.method !== 'get'
+      ? {
+          409: errorResponse(
+            'SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE or TARGET_NOT_ADMIN where the route can cause them',
+          ),
+        }
+      : {}),
     // The body limit is global (app.ts): any request may send a body, even a GET.
     413: errorResponse('PAYLOAD_TOO_LARGE: body over 1,048,576 bytes'),
     ...(hasBody ? { 415: errorResponse('UNSUPPORTED_MEDIA_TYPE: body is not JSON') } : {}),
@@ -108,7 +132,10 @@ function describeAccess(declared: Access) {
     ...(declared.allowScheduledForDeletion ? { allowedWhileScheduledForDeletion: true } : {}),
   };
   const keys = declared.permissions?.length && !declared.platformRoles && declared.apiKeys !== false;
-  return { 'x-access': { session: true, ...rule }, security: keys ? [{ sessionCookie: [] }, { apiKey: [] }] : [{ sessionCookie: [] }] };
+  return {
+    'x-access': { session: true, ...rule },
+    security: keys ? [{ sessionCookie: [] }, { apiKey: [] }] : [{ sessionCookie: [] }],
+  };
 }
 
 /** Every response object also declares `X-Request-Id` (after its own headers). */
@@ -132,7 +159,8 @@ function withRequestId(responses: RouteConfig['responses']): RouteConfig['respon
  */
 export function defineRoute<const R extends RouteConfig>(config: R & { access: Access }): R {
   const { access, ...route } = config;
-  const own = route.middleware === undefined ? [] : Array.isArray(route.middleware) ? route.middleware : [route.middleware];
+  const own =
+    route.middleware === undefined ? [] : Array.isArray(route.middleware) ? route.middleware : [route.middleware];
   const body = route.request?.body;
   return createRoute({
     ...(describeAccess(access) as object),
@@ -144,4 +172,7 @@ export function defineRoute<const R extends RouteConfig>(config: R & { access: A
 }
 
 /** An OpenAPI JSON response: `{ description, content: { application/json: { schema } } }`. */
-export const jsonContent = <T extends z.ZodType>(schema: T, description: string) => ({ description, content: { 'application/json': { schema } } });
+export const jsonContent = <T extends z.ZodType>(schema: T, description: string) => ({
+  description,
+  content: { 'application/json': { schema } },
+});

@@ -1,12 +1,12 @@
 import { serve } from '@hono/node-server';
 import { createApp, sessionStateCacheFor } from './app.js';
 import { ConfigError, parseConfig } from './config.js';
-import { createRateLimitStore, logConfigWarnings, openConfiguredDatabase } from './deps.js';
 import { migrateToLatest } from './db/migrate.js';
-import { createLogger } from './logger.js';
-import { createBatchedStdioSink } from './node-log-sink.js';
+import { createRateLimitStore, logConfigWarnings, openConfiguredDatabase } from './deps.js';
 import { describeError } from './errors.js';
+import { createLogger } from './logger.js';
 import { answerClientErrors, LISTENER_OPTIONS, nodeClientIp } from './node-listener.js';
+import { createBatchedStdioSink } from './node-log-sink.js';
 
 /** Node entry: the one place that reads process.env. */
 async function main(): Promise<void> {
@@ -35,9 +35,12 @@ async function main(): Promise<void> {
     },
   );
 
-  const server = serve({ fetch: app.fetch, port: config.port, hostname: config.host, serverOptions: { ...LISTENER_OPTIONS } }, (info) => {
-    logger.info('server.listening', { host: config.host, port: info.port, engine: database.kind, env: config.env });
-  });
+  const server = serve(
+    { fetch: app.fetch, port: config.port, hostname: config.host, serverOptions: { ...LISTENER_OPTIONS } },
+    (info) => {
+      logger.info('server.listening', { host: config.host, port: info.port, engine: database.kind, env: config.env });
+    },
+  );
   answerClientErrors(server, { csp: config.csp });
 
   let stopping = false;

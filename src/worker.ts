@@ -1,13 +1,13 @@
 import type { ExecutionContext } from 'hono';
-import { createApp, type App } from './app.js';
-import { ConfigError, parseConfig, type Config } from './config.js';
-import { openRequestScopedPostgres, type RequestScope } from './db/request-scoped.js';
+import { type App, createApp } from './app.js';
+import { type Config, ConfigError, parseConfig } from './config.js';
+import type { Database } from './db/client.js';
 import { purgeExpiredAccounts } from './db/queries/accounts.js';
+import { openRequestScopedPostgres, type RequestScope } from './db/request-scoped.js';
+import { createRateLimitStore, logConfigWarnings } from './deps.js';
 import { describeError } from './errors.js';
 import { createLogger, type Logger } from './logger.js';
 import { clientIpFromForwardedFor } from './middleware/rate-limit.js';
-import { createRateLimitStore, logConfigWarnings } from './deps.js';
-import type { Database } from './db/client.js';
 
 type Bindings = Record<string, unknown>;
 
@@ -28,7 +28,9 @@ interface Runtime {
  */
 function databaseUrlFrom(env: Bindings): unknown {
   const hyperdrive = env[HYPERDRIVE_BINDING] as { connectionString?: unknown } | undefined;
-  return typeof hyperdrive?.connectionString === 'string' && hyperdrive.connectionString ? hyperdrive.connectionString : env.DATABASE_URL;
+  return typeof hyperdrive?.connectionString === 'string' && hyperdrive.connectionString
+    ? hyperdrive.connectionString
+    : env.DATABASE_URL;
 }
 
 /**
@@ -54,7 +56,9 @@ function runtimeFor(env: Bindings): Runtime | ConfigError {
       const app = createApp(
         { config, database, rateLimitStore: createRateLimitStore(config), logger },
         {
-          clientIp: (c) => c.req.header('cf-connecting-ip') ?? clientIpFromForwardedFor(c.req.header('x-forwarded-for'), config.rateLimit.trustedProxyHops),
+          clientIp: (c) =>
+            c.req.header('cf-connecting-ip') ??
+            clientIpFromForwardedFor(c.req.header('x-forwarded-for'), config.rateLimit.trustedProxyHops),
           // Work after the answer (a password reset's mail, lastUsedAt) stays
           // in its request's lifetime: the connection closes after it.
           background: (task) => scope.keep(task),
@@ -78,7 +82,11 @@ async function scheduled(_controller: unknown, env: Bindings, ctx: ExecutionCont
     return;
   }
   const { result, close } = runtime.scope.run(() =>
-    purgeExpiredAccounts(runtime.database.db, { now: new Date(), graceDays: runtime.config.accountDeletionGraceDays, logger: runtime.logger }).then(
+    purgeExpiredAccounts(runtime.database.db, {
+      now: new Date(),
+      graceDays: runtime.config.accountDeletionGraceDays,
+      logger: runtime.logger,
+    }).then(
       () => undefined,
       (error: unknown) => runtime.logger.error('cron.failed', { error: describeError(error) }),
     ),

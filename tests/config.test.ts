@@ -1,15 +1,26 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { request as httpRequest } from 'node:http';
 import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { ConfigError, EXAMPLE_AUTH_SECRET, LIBRARY_DEFAULT_SECRET, parseConfig, type ConfigWarning } from '../src/config.js';
+import {
+  ConfigError,
+  type ConfigWarning,
+  EXAMPLE_AUTH_SECRET,
+  LIBRARY_DEFAULT_SECRET,
+  parseConfig,
+} from '../src/config.js';
 
 /** 40 random-looking characters: a secret production accepts. */
 const GOOD_SECRET = 'p7Vd2QkLx9ZrT4mWn8Bc1YhF6sJ0aGeU3tKoNiR5';
 const KV = { KV_REST_API_URL: 'https://kv.example.test', KV_REST_API_TOKEN: 'kv-token-value-1234' };
 /** Everything production needs, so each test removes or breaks exactly one thing. */
-const PRODUCTION = { NODE_ENV: 'production', AUTH_SECRET: GOOD_SECRET, DATABASE_URL: 'postgres://app@db.internal/gatehouse', ...KV };
+const PRODUCTION = {
+  NODE_ENV: 'production',
+  AUTH_SECRET: GOOD_SECRET,
+  DATABASE_URL: 'postgres://app@db.internal/gatehouse',
+  ...KV,
+};
 
 /** The ConfigError parseConfig throws, or a failure if it does not throw. */
 function refusal(record: Record<string, unknown>, options?: { hosted?: boolean }): ConfigError {
@@ -90,7 +101,9 @@ describe('parseConfig', () => {
     });
 
     it('on a hosted deployment refuses the embedded engine and a missing store', () => {
-      expect(refusal({ ...PRODUCTION, DATABASE_URL: 'pglite://memory' }, { hosted: true }).message).toContain('DATABASE_URL');
+      expect(refusal({ ...PRODUCTION, DATABASE_URL: 'pglite://memory' }, { hosted: true }).message).toContain(
+        'DATABASE_URL',
+      );
       const { KV_REST_API_URL: _u, KV_REST_API_TOKEN: _t, ...noKv } = PRODUCTION;
       expect(refusal({ ...noKv, NODE_ENV: 'development' }, { hosted: true }).message).toContain('KV_REST_API_URL');
     });
@@ -117,7 +130,11 @@ describe('parseConfig', () => {
     it('RATE_LIMIT_ENABLED=false in production starts, with an error-level security.rate_limit_disabled warning', () => {
       const { config, warnings } = parseConfig({ ...noKv, RATE_LIMIT_ENABLED: 'false' });
       expect(config.rateLimit.enabled).toBe(false);
-      expect(warnings).toContainEqual({ level: 'error', event: 'security.rate_limit_disabled', message: expect.any(String) });
+      expect(warnings).toContainEqual({
+        level: 'error',
+        event: 'security.rate_limit_disabled',
+        message: expect.any(String),
+      });
     });
 
     it('RATE_LIMIT_ENABLED=false outside production is silent', () => {
@@ -128,7 +145,11 @@ describe('parseConfig', () => {
     it('warns about the in-memory store when limiting without KV_* outside production', () => {
       const { config, warnings } = parseConfig({ NODE_ENV: 'development' });
       expect(config.rateLimit.store).toBeNull();
-      expect(warnings).toContainEqual({ level: 'warn', event: 'config.rate_limit_memory_store', message: expect.any(String) });
+      expect(warnings).toContainEqual({
+        level: 'warn',
+        event: 'config.rate_limit_memory_store',
+        message: expect.any(String),
+      });
     });
 
     it('uses the distributed store, without a warning, when KV_* are set', () => {
@@ -143,7 +164,11 @@ describe('parseConfig', () => {
     it('warns when absent outside development', () => {
       const { config, warnings } = parseConfig(PRODUCTION);
       expect(config.cronSecret).toBeNull();
-      expect(warnings).toContainEqual({ level: 'warn', event: 'config.cron_secret_missing', message: expect.any(String) });
+      expect(warnings).toContainEqual({
+        level: 'warn',
+        event: 'config.cron_secret_missing',
+        message: expect.any(String),
+      });
     });
 
     it('does not warn in development, nor when set', () => {
@@ -181,7 +206,7 @@ describe('parseConfig', () => {
       ['DATABASE_URL', 'mysql://x@localhost/db'],
       ['KV_REST_API_URL', 'redis://localhost:6379'],
       ['CRON_SECRET', 'short'],
-      ['CSP_CDN_HOST', "https://cdn.example; script-src *"],
+      ['CSP_CDN_HOST', 'https://cdn.example; script-src *'],
       ['TRUSTED_PROXY_HOPS', '-1'],
       ['TRUSTED_PROXY_HOPS', 'one'],
       ['TRUSTED_PROXY_HOPS', '1.5'],
@@ -206,7 +231,12 @@ describe('parseConfig', () => {
     });
 
     it('never echoes a refused value', () => {
-      const error = refusal({ NODE_ENV: 'development', CRON_SECRET: 'cr0n-leak', KV_REST_API_URL: 'kv-url-leak', KV_REST_API_TOKEN: 'kv-tok-leak' });
+      const error = refusal({
+        NODE_ENV: 'development',
+        CRON_SECRET: 'cr0n-leak',
+        KV_REST_API_URL: 'kv-url-leak',
+        KV_REST_API_TOKEN: 'kv-tok-leak',
+      });
       expect(error.message).not.toMatch(/cr0n-leak|kv-url-leak|kv-tok-leak/);
     });
   });
@@ -219,7 +249,17 @@ describe('parseConfig', () => {
       expect(parseConfig(PRODUCTION).config.host).toBe('0.0.0.0');
     });
 
-    it.each(['0.0.0.0', '127.0.0.1', '10.1.2.3', '::', '::1', '2001:db8::7', 'localhost', 'api.internal', 'gatehouse-1.svc.cluster.local'])('HOST=%s is taken as given', (host) => {
+    it.each([
+      '0.0.0.0',
+      '127.0.0.1',
+      '10.1.2.3',
+      '::',
+      '::1',
+      '2001:db8::7',
+      'localhost',
+      'api.internal',
+      'gatehouse-1.svc.cluster.local',
+    ])('HOST=%s is taken as given', (host) => {
       expect(parseConfig({ NODE_ENV: 'development', HOST: host }).config.host).toBe(host);
       expect(parseConfig({ ...PRODUCTION, HOST: host }).config.host).toBe(host);
     });
@@ -227,13 +267,20 @@ describe('parseConfig', () => {
     it('TRUSTED_PROXY_HOPS defaults to 1 (spec §8 rule 2) and takes 0 (the socket address)', () => {
       expect(parseConfig({ NODE_ENV: 'development' }).config.rateLimit.trustedProxyHops).toBe(1);
       expect(parseConfig(PRODUCTION).config.rateLimit.trustedProxyHops).toBe(1);
-      expect(parseConfig({ NODE_ENV: 'development', TRUSTED_PROXY_HOPS: '0' }).config.rateLimit.trustedProxyHops).toBe(0);
-      expect(parseConfig({ NODE_ENV: 'development', TRUSTED_PROXY_HOPS: '3' }).config.rateLimit.trustedProxyHops).toBe(3);
+      expect(parseConfig({ NODE_ENV: 'development', TRUSTED_PROXY_HOPS: '0' }).config.rateLimit.trustedProxyHops).toBe(
+        0,
+      );
+      expect(parseConfig({ NODE_ENV: 'development', TRUSTED_PROXY_HOPS: '3' }).config.rateLimit.trustedProxyHops).toBe(
+        3,
+      );
     });
 
     it('the account budget defaults to 10 wrong passwords per 15 minutes', () => {
       expect(parseConfig({ NODE_ENV: 'development' }).config.rateLimit.account).toEqual({ limit: 10, ttl: 900 });
-      expect(parseConfig({ NODE_ENV: 'development', RATE_LIMIT_ACCOUNT_LIMIT: '20', RATE_LIMIT_ACCOUNT_TTL: '3600' }).config.rateLimit.account).toEqual({ limit: 20, ttl: 3600 });
+      expect(
+        parseConfig({ NODE_ENV: 'development', RATE_LIMIT_ACCOUNT_LIMIT: '20', RATE_LIMIT_ACCOUNT_TTL: '3600' }).config
+          .rateLimit.account,
+      ).toEqual({ limit: 20, ttl: 3600 });
     });
   });
 
@@ -302,7 +349,13 @@ describe('parseConfig', () => {
     });
 
     it('treats empty strings as unset (a blank line in a .env file)', () => {
-      const { config } = parseConfig({ NODE_ENV: 'development', PORT: '', AUTH_SECRET: '', DOCS_ENABLED: ' ', CORS_ORIGIN: '' });
+      const { config } = parseConfig({
+        NODE_ENV: 'development',
+        PORT: '',
+        AUTH_SECRET: '',
+        DOCS_ENABLED: ' ',
+        CORS_ORIGIN: '',
+      });
       expect(config.port).toBe(4000);
       expect(config.docsEnabled).toBe(true);
       expect(config.cors.origins).toEqual(['http://localhost:3000']);
@@ -389,7 +442,10 @@ function startEntry(env: Record<string, string>): Entry {
 async function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
   let timer: ReturnType<typeof setTimeout> | undefined;
   try {
-    return await Promise.race([promise, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what} timed out`)), ms)))]);
+    return await Promise.race([
+      promise,
+      new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what} timed out`)), ms))),
+    ]);
   } finally {
     clearTimeout(timer);
   }

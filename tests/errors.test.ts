@@ -1,6 +1,6 @@
 import { HTTPException } from 'hono/http-exception';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { ApiError, ERROR_STATUS, describeError, toApiError, type ErrorCode } from '../src/errors.js';
+import { ApiError, describeError, ERROR_STATUS, type ErrorCode, toApiError } from '../src/errors.js';
 import { access, guard } from '../src/middleware/guard.js';
 import { createTestApp, type TestApp } from './support/app.js';
 
@@ -103,7 +103,12 @@ describe('errors', () => {
       expect(id).toMatch(UUID);
       const lines = errorLines();
       expect(lines).toHaveLength(1);
-      expect(lines[0]).toMatchObject({ level: 'error', requestId: id, code: 'INTERNAL_ERROR', error: { name: 'Error' } });
+      expect(lines[0]).toMatchObject({
+        level: 'error',
+        requestId: id,
+        code: 'INTERNAL_ERROR',
+        error: { name: 'Error' },
+      });
       // The log keeps name and message for the operator, never a stack.
       expect(JSON.stringify(lines[0])).not.toMatch(/\n\s+at |\.ts:\d+:\d+/);
       // And the access line agrees.

@@ -24,10 +24,16 @@ describe('batched stdio sink (Node entry)', () => {
 
     expect(out.writes).toHaveLength(1);
     expect(err.writes).toHaveLength(1);
-    const outLines = out.writes[0]!.trimEnd().split('\n').map((line) => JSON.parse(line) as Record<string, unknown>);
+    const outLines = out.writes[0]!.trimEnd()
+      .split('\n')
+      .map((line) => JSON.parse(line) as Record<string, unknown>);
     expect(outLines.map((line) => line.event)).toEqual(['first', 'second']);
     expect(outLines[1]!.password).toBe('[redacted]');
-    expect(err.writes[0]!.trimEnd().split('\n').map((line) => (JSON.parse(line) as { event: string }).event)).toEqual(['careful', 'broken']);
+    expect(
+      err.writes[0]!.trimEnd()
+        .split('\n')
+        .map((line) => (JSON.parse(line) as { event: string }).event),
+    ).toEqual(['careful', 'broken']);
   });
 
   it('flush() writes what is pending at once (the exit hook calls it)', () => {

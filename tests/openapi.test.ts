@@ -1,13 +1,13 @@
 import { Validator } from '@seriousme/openapi-schema-validator';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { declaredAccess, type Access } from '../src/middleware/guard.js';
 import { LIBRARY_ROUTES } from '../src/auth/library-routes.js';
 import { ALL_PERMISSIONS } from '../src/auth/permissions.js';
+import { type Access, declaredAccess } from '../src/middleware/guard.js';
 import { createTestApp, type TestApp } from './support/app.js';
+import { openTestDatabase, type TestDatabase } from './support/database.js';
 import { call } from './support/http.js';
 import { createOrganization } from './support/orgs.js';
 import { signedInUser } from './support/users.js';
-import { openTestDatabase, type TestDatabase } from './support/database.js';
 
 /**
  * Issue 7 item 1 / API.md `/api/openapi.json`: the document is OpenAPI 3.1,
@@ -143,8 +143,14 @@ describe('OpenAPI document (DOCS_ENABLED=true)', () => {
     const documented = new Set(operationsOf(doc).map((o) => o.key));
     // The walk found the service's routes (not an empty set compared with an empty set).
     expect(registered.size).toBeGreaterThanOrEqual(20);
-    expect([...registered].filter((key) => !documented.has(key)), 'registered but not documented').toEqual([]);
-    expect([...documented].filter((key) => !registered.has(key)), 'documented but not registered').toEqual([]);
+    expect(
+      [...registered].filter((key) => !documented.has(key)),
+      'registered but not documented',
+    ).toEqual([]);
+    expect(
+      [...documented].filter((key) => !registered.has(key)),
+      'documented but not registered',
+    ).toEqual([]);
     expect([...documented].sort()).toEqual([...registered].sort());
     // Of /api/auth/*, only the service's own route is documented.
     expect([...documented].filter((key) => key.includes(' /api/auth/'))).toEqual(['GET /api/auth/providers']);
@@ -174,7 +180,10 @@ describe('OpenAPI document (DOCS_ENABLED=true)', () => {
     for (const { key, op } of operations) {
       const responses = op.responses as Json;
       const statuses = Object.keys(responses);
-      expect(statuses.some((s) => /^2\d\d$/.test(s)), `${key}: a 2xx response`).toBe(true);
+      expect(
+        statuses.some((s) => /^2\d\d$/.test(s)),
+        `${key}: a 2xx response`,
+      ).toBe(true);
 
       // 413 everywhere: the body limit is a global middleware (even a GET may carry a body).
       const expected = ['413', '429', '500', '503'];
@@ -190,7 +199,10 @@ describe('OpenAPI document (DOCS_ENABLED=true)', () => {
       if ((op.parameters ?? []).some((p: Json) => p.in === 'query')) expected.push('400');
       for (const status of expected) {
         expect(responses[status], `${key}: ${status}`).toBeDefined();
-        expect(responses[status].content?.['application/json']?.schema?.$ref, `${key}: ${status} in the error shape`).toBe(errorRef);
+        expect(
+          responses[status].content?.['application/json']?.schema?.$ref,
+          `${key}: ${status} in the error shape`,
+        ).toBe(errorRef);
       }
       const limited = responses['429'].headers ?? {};
       for (const header of RATE_LIMIT_HEADERS) expect(limited[header], `${key}: 429 header ${header}`).toBeDefined();
@@ -210,7 +222,10 @@ describe('OpenAPI document (DOCS_ENABLED=true)', () => {
 
   it('declares X-Request-Id on every response of every operation, as the one shared header component', () => {
     const ref = '#/components/headers/XRequestId';
-    expect(doc.components.headers.XRequestId).toMatchObject({ description: expect.any(String), schema: { type: 'string' } });
+    expect(doc.components.headers.XRequestId).toMatchObject({
+      description: expect.any(String),
+      schema: { type: 'string' },
+    });
     let responses = 0;
     for (const { key, op } of operationsOf(doc)) {
       for (const [status, response] of Object.entries<Json>(op.responses)) {
@@ -227,7 +242,11 @@ describe('OpenAPI document (DOCS_ENABLED=true)', () => {
       await t.app.request('/api/health'),
       await t.app.request('/api/roles'),
       // A route that takes no body still answers 413 to an oversized one: the limit runs before any route.
-      await t.app.request('/api/users/me/deletion', { method: 'POST', body: 'x'.repeat(1_048_577), headers: { 'content-type': 'application/json' } }),
+      await t.app.request('/api/users/me/deletion', {
+        method: 'POST',
+        body: 'x'.repeat(1_048_577),
+        headers: { 'content-type': 'application/json' },
+      }),
       await t.app.request('/api/health', { headers: { 'x-request-id': 'client-chosen=id_1' } }),
     ];
     expect(answers.map((r) => r.status)).toEqual([200, 401, 413, 200]);
@@ -236,7 +255,9 @@ describe('OpenAPI document (DOCS_ENABLED=true)', () => {
     for (const res of answers) expect(res.headers.get('x-request-id')).toMatch(pattern);
     expect(answers[3]!.headers.get('x-request-id')).toBe('client-chosen=id_1');
     // One too long for the declared form is replaced, not echoed.
-    const replaced = (await t.app.request('/api/health', { headers: { 'x-request-id': 'a'.repeat(129) } })).headers.get('x-request-id')!;
+    const replaced = (await t.app.request('/api/health', { headers: { 'x-request-id': 'a'.repeat(129) } })).headers.get(
+      'x-request-id',
+    )!;
     expect(replaced).not.toBe('a'.repeat(129));
     expect(replaced).toMatch(pattern);
   });
@@ -245,7 +266,10 @@ describe('OpenAPI document (DOCS_ENABLED=true)', () => {
     const op = doc.paths['/api/cron/purge-accounts'].post;
     expect(op['x-access']).toBe('public');
     expect(op.responses['403'].content['application/json'].schema.$ref).toBe('#/components/schemas/Error');
-    const res = await t.app.request('/api/cron/purge-accounts', { method: 'POST', headers: { cookie: 'gatehouse.session_token=x', origin: 'https://evil.example' } });
+    const res = await t.app.request('/api/cron/purge-accounts', {
+      method: 'POST',
+      headers: { cookie: 'gatehouse.session_token=x', origin: 'https://evil.example' },
+    });
     expect(res.status).toBe(403);
     expect(((await res.json()) as Json).code).toBe('FORBIDDEN');
   });
@@ -260,13 +284,16 @@ describe('OpenAPI document (DOCS_ENABLED=true)', () => {
     expect(headers.Link.schema.example).toMatch(/^<\/api\/admin\/members\/[0-9a-f-]{36}>; rel="successor-version"$/);
     // Its successor is documented, and is not deprecated; nothing else claims to be.
     expect(doc.paths['/api/admin/members/{memberId}'].patch.deprecated).toBeUndefined();
-    const deprecated = operationsOf(doc).filter((o) => o.op.deprecated || Object.values<Json>(o.op.responses).some((r) => r.headers?.Deprecation));
+    const deprecated = operationsOf(doc).filter(
+      (o) => o.op.deprecated || Object.values<Json>(o.op.responses).some((r) => r.headers?.Deprecation),
+    );
     expect(deprecated.map((o) => o.key)).toEqual(['PATCH /api/roles/members/{id}/role']);
   });
 
   describe('request schemas are as strict as the service', () => {
     const schemaOf = (ref: Json): Json => (ref.$ref ? (resolvePointer(doc, ref.$ref) as Json) : ref);
-    const bodyOf = (path: string, method: string): Json => schemaOf(doc.paths[path][method].requestBody.content['application/json'].schema);
+    const bodyOf = (path: string, method: string): Json =>
+      schemaOf(doc.paths[path][method].requestBody.content['application/json'].schema);
 
     it('every list in a request body is a set (uniqueItems), and the permission lists are bounded by the permission table', () => {
       const arrays: string[] = [];
@@ -278,10 +305,24 @@ describe('OpenAPI document (DOCS_ENABLED=true)', () => {
           expect(property.uniqueItems, `${key} ${name}: uniqueItems`).toBe(true);
         }
       }
-      expect(arrays.sort()).toEqual(['PATCH /api/roles/{id} permissions', 'POST /api/api-keys scopes', 'POST /api/roles permissions']);
-      expect(bodyOf('/api/api-keys', 'post').properties.scopes).toMatchObject({ minItems: 1, maxItems: ALL_PERMISSIONS.length, uniqueItems: true });
-      expect(bodyOf('/api/roles', 'post').properties.permissions).toMatchObject({ maxItems: ALL_PERMISSIONS.length, uniqueItems: true });
-      expect(bodyOf('/api/roles/{id}', 'patch').properties.permissions).toMatchObject({ maxItems: ALL_PERMISSIONS.length, uniqueItems: true });
+      expect(arrays.sort()).toEqual([
+        'PATCH /api/roles/{id} permissions',
+        'POST /api/api-keys scopes',
+        'POST /api/roles permissions',
+      ]);
+      expect(bodyOf('/api/api-keys', 'post').properties.scopes).toMatchObject({
+        minItems: 1,
+        maxItems: ALL_PERMISSIONS.length,
+        uniqueItems: true,
+      });
+      expect(bodyOf('/api/roles', 'post').properties.permissions).toMatchObject({
+        maxItems: ALL_PERMISSIONS.length,
+        uniqueItems: true,
+      });
+      expect(bodyOf('/api/roles/{id}', 'patch').properties.permissions).toMatchObject({
+        maxItems: ALL_PERMISSIONS.length,
+        uniqueItems: true,
+      });
     });
 
     it('a PATCH body whose fields are all optional needs at least one (minProperties: 1)', () => {
@@ -296,12 +337,29 @@ describe('OpenAPI document (DOCS_ENABLED=true)', () => {
     });
 
     it('states the name rules: 1..100 characters as sent, not blank, no control characters or line breaks', () => {
-      const names = [bodyOf('/api/roles', 'post').properties.name, bodyOf('/api/roles/{id}', 'patch').properties.name, bodyOf('/api/api-keys', 'post').properties.name];
+      const names = [
+        bodyOf('/api/roles', 'post').properties.name,
+        bodyOf('/api/roles/{id}', 'patch').properties.name,
+        bodyOf('/api/api-keys', 'post').properties.name,
+      ];
       for (const name of names) {
         expect(name).toMatchObject({ type: 'string', minLength: 1, maxLength: 100, pattern: expect.any(String) });
         const pattern = new RegExp(name.pattern);
-        for (const good of ['Support Desk', ' padded ', 'Café 日本', 'a\u200db']) expect(pattern.test(good), JSON.stringify(good)).toBe(true);
-        for (const bad of ['   ', '\u3000', 'a\nb', 'a\rb', '\tx', 'x\u0000', 'x\u001b[0m', 'x\u007f', 'x\u0085', 'x\u2028', 'x\u2029']) {
+        for (const good of ['Support Desk', ' padded ', 'Café 日本', 'a\u200db'])
+          expect(pattern.test(good), JSON.stringify(good)).toBe(true);
+        for (const bad of [
+          '   ',
+          '\u3000',
+          'a\nb',
+          'a\rb',
+          '\tx',
+          'x\u0000',
+          'x\u001b[0m',
+          'x\u007f',
+          'x\u0085',
+          'x\u2028',
+          'x\u2029',
+        ]) {
           expect(pattern.test(bad), JSON.stringify(bad)).toBe(false);
         }
       }
@@ -311,8 +369,15 @@ describe('OpenAPI document (DOCS_ENABLED=true)', () => {
       const expiresAt = bodyOf('/api/api-keys', 'post').properties.expiresAt;
       expect(expiresAt).toMatchObject({ type: ['string', 'null'], format: 'date-time' });
       const pattern = new RegExp(expiresAt.pattern);
-      for (const good of ['2030-01-01T00:00:00Z', '2030-01-01T00:00:00+14:00', '2030-01-01T00:00:00-14:00', '2030-01-01T00:00:00+05:30']) expect(pattern.test(good), good).toBe(true);
-      for (const bad of ['2030-01-01T00:00:00+14:01', '2030-01-01T00:00:00+25:00', '2030-01-01T00:00:00-23:59']) expect(pattern.test(bad), bad).toBe(false);
+      for (const good of [
+        '2030-01-01T00:00:00Z',
+        '2030-01-01T00:00:00+14:00',
+        '2030-01-01T00:00:00-14:00',
+        '2030-01-01T00:00:00+05:30',
+      ])
+        expect(pattern.test(good), good).toBe(true);
+      for (const bad of ['2030-01-01T00:00:00+14:01', '2030-01-01T00:00:00+25:00', '2030-01-01T00:00:00-23:59'])
+        expect(pattern.test(bad), bad).toBe(false);
       expect(expiresAt.description).toContain('9999-12-31T23:59:59.999Z');
     });
 
@@ -332,14 +397,27 @@ describe('OpenAPI document (DOCS_ENABLED=true)', () => {
           expect(property.pattern, `${key} ${name}`).toMatch(v4);
         }
       }
-      expect(ids).toEqual(expect.arrayContaining(['PATCH /api/roles/{id} id', 'PATCH /api/admin/members/{memberId} roleId', 'POST /api/roles/transfer-ownership targetMemberId']));
+      expect(ids).toEqual(
+        expect.arrayContaining([
+          'PATCH /api/roles/{id} id',
+          'PATCH /api/admin/members/{memberId} roleId',
+          'POST /api/roles/transfer-ownership targetMemberId',
+        ]),
+      );
     });
 
     it('agrees with the service on which ids are UUID version 4', async () => {
       const owner = await signedInUser(t);
       await createOrganization(t, owner);
       const pattern = new RegExp(doc.paths['/api/api-keys/{id}'].delete.parameters[0].schema.pattern);
-      const candidates = [crypto.randomUUID(), crypto.randomUUID().toUpperCase(), '6ba7b810-9dad-11d1-80b4-00c04fd430c8', '00000000-0000-0000-0000-000000000000', '3f2b7c1e-9a4d-4e8b-cc1f-2d6e5a7b9c0d', 'not-a-uuid'];
+      const candidates = [
+        crypto.randomUUID(),
+        crypto.randomUUID().toUpperCase(),
+        '6ba7b810-9dad-11d1-80b4-00c04fd430c8',
+        '00000000-0000-0000-0000-000000000000',
+        '3f2b7c1e-9a4d-4e8b-cc1f-2d6e5a7b9c0d',
+        'not-a-uuid',
+      ];
       for (const id of candidates) {
         const res = await call(t, `/api/api-keys/${id}`, { method: 'DELETE', jar: owner.jar });
         expect(res.status, id).toBe(pattern.test(id) ? 404 : 400);
@@ -351,10 +429,30 @@ describe('OpenAPI document (DOCS_ENABLED=true)', () => {
       await createOrganization(t, owner);
       const name = bodyOf('/api/api-keys', 'post').properties.name;
       const pattern = new RegExp(name.pattern);
-      const documented = (value: string) => value.length >= name.minLength && value.length <= name.maxLength && pattern.test(value);
-      const candidates = ['ok', '  ok  ', '', ' ', '\u00a0', 'x'.repeat(100), 'x'.repeat(101), ` ${'x'.repeat(99)}`, ` ${'x'.repeat(100)}`, 'a\nb', 'a\u0000', '\u0085a', 'a\u2029', 'ok\u3000', '\ufeffok'];
+      const documented = (value: string) =>
+        value.length >= name.minLength && value.length <= name.maxLength && pattern.test(value);
+      const candidates = [
+        'ok',
+        '  ok  ',
+        '',
+        ' ',
+        '\u00a0',
+        'x'.repeat(100),
+        'x'.repeat(101),
+        ` ${'x'.repeat(99)}`,
+        ` ${'x'.repeat(100)}`,
+        'a\nb',
+        'a\u0000',
+        '\u0085a',
+        'a\u2029',
+        'ok\u3000',
+        '\ufeffok',
+      ];
       for (const candidate of candidates) {
-        const res = await call(t, '/api/api-keys', { body: { name: candidate, scopes: ['roles:read'] }, jar: owner.jar });
+        const res = await call(t, '/api/api-keys', {
+          body: { name: candidate, scopes: ['roles:read'] },
+          jar: owner.jar,
+        });
         expect(res.status, JSON.stringify(candidate)).toBe(documented(candidate) ? 201 : 400);
       }
     });
@@ -367,7 +465,11 @@ describe('OpenAPI document (DOCS_ENABLED=true)', () => {
         for (const name of Object.keys(requirement)) expect(schemes, `${key}: scheme ${name}`).toContain(name);
       }
     }
-    expect(doc.components.securitySchemes.sessionCookie).toMatchObject({ type: 'apiKey', in: 'cookie', name: 'gatehouse.session_token' });
+    expect(doc.components.securitySchemes.sessionCookie).toMatchObject({
+      type: 'apiKey',
+      in: 'cookie',
+      name: 'gatehouse.session_token',
+    });
   });
 
   it('serves /api/docs as HTML within the spec CSP', async () => {
@@ -381,7 +483,8 @@ describe('OpenAPI document (DOCS_ENABLED=true)', () => {
     expect(html).toContain('SwaggerUIBundle');
     expect(html).toContain("url: '/api/openapi.json'");
     // Its assets come from the CSP's {cdn_host} and nowhere else.
-    for (const src of html.matchAll(/(?:src|href)="([^"]+)"/g)) expect(src[1]).toMatch(/^https:\/\/cdn\.jsdelivr\.net\//);
+    for (const src of html.matchAll(/(?:src|href)="([^"]+)"/g))
+      expect(src[1]).toMatch(/^https:\/\/cdn\.jsdelivr\.net\//);
   });
 });
 
@@ -414,7 +517,10 @@ describe('DOCS_ENABLED off', () => {
   }
 
   it('NODE_ENV=production with DOCS_ENABLED=true serves them', async () => {
-    const t = await createTestApp({ database, env: { NODE_ENV: 'production', DATABASE_URL: 'pglite://memory', DOCS_ENABLED: 'true' } });
+    const t = await createTestApp({
+      database,
+      env: { NODE_ENV: 'production', DATABASE_URL: 'pglite://memory', DOCS_ENABLED: 'true' },
+    });
     try {
       expect((await t.app.request('/api/openapi.json')).status).toBe(200);
       expect((await t.app.request('/api/docs')).status).toBe(200);

@@ -25,7 +25,10 @@ export type Access =
 export const access = {
   public: (): Access => ({ kind: 'public' }),
   optional: (): Access => ({ kind: 'optional' }),
-  session: (options: Omit<Extract<Access, { kind: 'session' }>, 'kind'> = {}): Access => ({ kind: 'session', ...options }),
+  session: (options: Omit<Extract<Access, { kind: 'session' }>, 'kind'> = {}): Access => ({
+    kind: 'session',
+    ...options,
+  }),
   permissions: (...permissions: Permission[]): Access => ({ kind: 'session', organization: true, permissions }),
   platform: (...platformRoles: PlatformRole[]): Access => ({ kind: 'session', platformRoles }),
 };

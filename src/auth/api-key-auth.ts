@@ -1,5 +1,5 @@
 import type { Context } from 'hono';
-import { sql, type Kysely } from 'kysely';
+import { type Kysely, sql } from 'kysely';
 import type { Config } from '../config.js';
 import type { DB } from '../db/database.js';
 import { withTenant } from '../db/tenant.js';
@@ -43,7 +43,13 @@ export function hasSessionCookie(c: Context<AppEnv>): boolean {
  * and keys are on (`key` given), a session cookie otherwise; both at once is
  * refused. Keys never authenticate the library's routes (API.md API_KEY_AUTH).
  */
-export function credentialResolver({ cookie, key }: { cookie: SessionResolver; key: ((c: Context<AppEnv>, presented: string) => Promise<EnrichedSession | null>) | null }): SessionResolver {
+export function credentialResolver({
+  cookie,
+  key,
+}: {
+  cookie: SessionResolver;
+  key: ((c: Context<AppEnv>, presented: string) => Promise<EnrichedSession | null>) | null;
+}): SessionResolver {
   return async (c) => {
     const presented = key && !c.req.path.startsWith('/api/auth/') ? presentedKey(c) : null;
     if (!presented) return cookie(c);
@@ -83,14 +89,19 @@ export function createApiKeyResolver({
 }) {
   const creatorState = (userId: string, tenantId: string) =>
     cache
-      ? cache.through(`creator:${userId}:${tenantId}`, Number.POSITIVE_INFINITY, () => loadSessionState(db, NO_SESSION, userId, tenantId))
+      ? cache.through(`creator:${userId}:${tenantId}`, Number.POSITIVE_INFINITY, () =>
+          loadSessionState(db, NO_SESSION, userId, tenantId),
+        )
       : loadSessionState(db, NO_SESSION, userId, tenantId);
   const tier = { name: 'api' as const, limit: config.rateLimit.api.limit, window: config.rateLimit.api.ttl };
 
   return async (c: Context<AppEnv>, presented: string): Promise<EnrichedSession> => {
     if (!isWellFormedKey(presented)) throw refused();
     const digest = lookupDigest(presented);
-    const { rows } = await sql<KeyRow>`select id, tenant_id, created_by, scopes, expires_at, key_hash, key_salt, revoked_at, last_used_at from api_key_by_digest(${digest})`.execute(db);
+    const { rows } =
+      await sql<KeyRow>`select id, tenant_id, created_by, scopes, expires_at, key_hash, key_salt, revoked_at, last_used_at from api_key_by_digest(${digest})`.execute(
+        db,
+      );
     const key = rows[0];
     if (!key || !verifyKey(presented, key.key_salt, key.key_hash)) throw refused();
     const now = clock();
@@ -113,9 +124,16 @@ export function createApiKeyResolver({
           .updateTable('api_keys')
           .set({ last_used_at: now })
           .where('id', '=', key.id)
-          .where((eb) => eb.or([eb('last_used_at', 'is', null), eb('last_used_at', '<', new Date(now.getTime() - LAST_USED_RESOLUTION_MS))]))
+          .where((eb) =>
+            eb.or([
+              eb('last_used_at', 'is', null),
+              eb('last_used_at', '<', new Date(now.getTime() - LAST_USED_RESOLUTION_MS)),
+            ]),
+          )
           .execute(),
-      ).catch((error) => c.get('logger')?.warn('api_key.last_used_failed', { keyId: key.id, error: describeError(error) }));
+      ).catch((error) =>
+        c.get('logger')?.warn('api_key.last_used_failed', { keyId: key.id, error: describeError(error) }),
+      );
       background(write);
     }
 
@@ -125,8 +143,18 @@ export function createApiKeyResolver({
       // Never the creator's platform role: the superadmin bypass must not
       // apply to keys anywhere, and routes check `user.role` themselves
       // (roles.ts checkGrantable, members.ts changeMemberRole), not only the guard.
-      user: { id: key.created_by, email: creator.email, name: creator.name, role: 'user', emailVerified: creator.email_verified },
-      session: { id: key.id, activeOrganizationId: key.tenant_id, expiresAt: (key.expires_at ? new Date(key.expires_at) : new Date('9999-12-31T00:00:00Z')).toISOString() },
+      user: {
+        id: key.created_by,
+        email: creator.email,
+        name: creator.name,
+        role: 'user',
+        emailVerified: creator.email_verified,
+      },
+      session: {
+        id: key.id,
+        activeOrganizationId: key.tenant_id,
+        expiresAt: (key.expires_at ? new Date(key.expires_at) : new Date('9999-12-31T00:00:00Z')).toISOString(),
+      },
       permissions: key.scopes.filter((scope) => creator.permissions.includes(scope)).sort(),
       deletedAt: null,
       purgeAfter: null,

@@ -1,12 +1,12 @@
-import { betterAuth, type BetterAuthOptions } from 'better-auth';
+import { type BetterAuthOptions, betterAuth } from 'better-auth';
 import { magicLink, organization } from 'better-auth/plugins';
 import { defaultAc, ownerAc } from 'better-auth/plugins/organization/access';
 import type { Kysely } from 'kysely';
 import type { Config } from '../config.js';
 import { ambientAware } from '../db/ambient.js';
 import type { DB } from '../db/database.js';
-import type { Events } from '../events.js';
 import { describeError } from '../errors.js';
+import type { Events } from '../events.js';
 import type { Logger } from '../logger.js';
 import type { Mailer } from './email.js';
 import { emails } from './email-templates.js';
@@ -24,7 +24,11 @@ export const SESSION_SETTINGS = {
 } as const;
 
 const pluginAccess = {
-  roles: { owner: ownerAc, admin: defaultAc.newRole(ownerAc.statements), member: defaultAc.newRole(ownerAc.statements) },
+  roles: {
+    owner: ownerAc,
+    admin: defaultAc.newRole(ownerAc.statements),
+    member: defaultAc.newRole(ownerAc.statements),
+  },
 };
 
 export interface AuthDeps {
@@ -91,8 +95,12 @@ export function createAuth({ config, db, mailer, logger, events, background = (t
     },
     socialProviders: {
       // Spec §5 Flows: each provider only when both its id and secret are set.
-      ...(config.oauth.google ? { google: { ...config.oauth.google, redirectURI: `${config.auth.url}${AUTH_BASE_PATH}/callback/google` } } : {}),
-      ...(config.oauth.github ? { github: { ...config.oauth.github, redirectURI: `${config.auth.url}${AUTH_BASE_PATH}/callback/github` } } : {}),
+      ...(config.oauth.google
+        ? { google: { ...config.oauth.google, redirectURI: `${config.auth.url}${AUTH_BASE_PATH}/callback/google` } }
+        : {}),
+      ...(config.oauth.github
+        ? { github: { ...config.oauth.github, redirectURI: `${config.auth.url}${AUTH_BASE_PATH}/callback/github` } }
+        : {}),
     },
     plugins: [
       magicLink({
@@ -138,7 +146,12 @@ export function createAuth({ config, db, mailer, logger, events, background = (t
     logger: {
       level: 'warn',
       log: (level, message, ...args) => {
-        const fields = { message, ...(args.length ? { detail: args.map((arg) => (arg instanceof Error ? describeError(arg) : String(arg))) } : {}) };
+        const fields = {
+          message,
+          ...(args.length
+            ? { detail: args.map((arg) => (arg instanceof Error ? describeError(arg) : String(arg))) }
+            : {}),
+        };
         if (level === 'error') logger.error('auth.library', fields);
         else if (level === 'warn') logger.warn('auth.library', fields);
         else logger.debug('auth.library', fields);

@@ -23,7 +23,11 @@ function equal(a: Buffer, b: Buffer): boolean {
  * null, and the caller asks the library, which then also renews or expires
  * cookies. It never accepts a cookie the library would refuse.
  */
-export function createCookieCacheVerifier(config: Config, now: () => number = Date.now, { maxRemembered = 10_000 }: { maxRemembered?: number } = {}) {
+export function createCookieCacheVerifier(
+  config: Config,
+  now: () => number = Date.now,
+  { maxRemembered = 10_000 }: { maxRemembered?: number } = {},
+) {
   const secret = config.auth.secret;
   // Cookies that verified, by their exact bytes, until the earlier of their
   // two expiries: a browser sends the same pair with every request for up to
@@ -69,13 +73,29 @@ export function createCookieCacheVerifier(config: Config, now: () => number = Da
       return null;
     }
     const { session: payload, expiresAt, signature: dataSignature } = envelope ?? {};
-    if (!payload || typeof payload !== 'object' || Array.isArray(payload) || typeof expiresAt !== 'number' || typeof dataSignature !== 'string') return null;
+    if (
+      !payload ||
+      typeof payload !== 'object' ||
+      Array.isArray(payload) ||
+      typeof expiresAt !== 'number' ||
+      typeof dataSignature !== 'string'
+    )
+      return null;
     const expectedDataSignature = createHmac('sha256', secret)
       .update(JSON.stringify({ ...(payload as object), expiresAt }))
       .digest();
-    if (!equal(Buffer.from(dataSignature, 'base64url'), expectedDataSignature) || dataSignature !== expectedDataSignature.toString('base64url')) return null;
+    if (
+      !equal(Buffer.from(dataSignature, 'base64url'), expectedDataSignature) ||
+      dataSignature !== expectedDataSignature.toString('base64url')
+    )
+      return null;
 
-    const cached = payload as { session?: Record<string, unknown>; user?: Record<string, unknown>; version?: unknown; updatedAt?: unknown };
+    const cached = payload as {
+      session?: Record<string, unknown>;
+      user?: Record<string, unknown>;
+      version?: unknown;
+      updatedAt?: unknown;
+    };
     const session = cached.session;
     const user = cached.user;
     if (!session || !user || typeof cached.updatedAt !== 'number') return null;

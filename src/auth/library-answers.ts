@@ -3,8 +3,8 @@ import type { DB } from '../db/database.js';
 import { membershipOf } from '../db/queries/members.js';
 import { withTenant } from '../db/tenant.js';
 import { ApiError } from '../errors.js';
-import type { OrganizationTarget } from './access.js';
 import type { EnrichedSession } from '../types.js';
+import type { OrganizationTarget } from './access.js';
 import type { JsonObject } from './library-input.js';
 import { hasAll } from './permissions.js';
 import { loadSessionState } from './session.js';
@@ -17,14 +17,27 @@ import { loadSessionState } from './session.js';
 export async function answerForLibrary(
   db: Kysely<DB>,
   path: string,
-  { session, target, input }: { session: EnrichedSession; target: OrganizationTarget; input: { body: JsonObject | null; query: Record<string, string> } },
+  {
+    session,
+    target,
+    input,
+  }: {
+    session: EnrichedSession;
+    target: OrganizationTarget;
+    input: { body: JsonObject | null; query: Record<string, string> };
+  },
 ): Promise<unknown> {
   const organizationId = target.id!;
   const superadmin = session.user.role === 'superadmin';
   if (path === '/organization/has-permission') {
     const asked = (input.body?.permissions ?? input.body?.permission ?? {}) as Record<string, string[]>;
-    const required = Object.entries(asked).flatMap(([resource, actions]) => actions.map((action) => `${resource}:${action}`));
-    if (required.length === 0) throw new ApiError('VALIDATION_ERROR', 'Request validation failed', { details: [{ path: 'body.permissions', message: 'must name at least one permission' }] });
+    const required = Object.entries(asked).flatMap(([resource, actions]) =>
+      actions.map((action) => `${resource}:${action}`),
+    );
+    if (required.length === 0)
+      throw new ApiError('VALIDATION_ERROR', 'Request validation failed', {
+        details: [{ path: 'body.permissions', message: 'must name at least one permission' }],
+      });
     return { error: null, success: superadmin || hasAll(target.permissions, required) };
   }
   // get-active-member-role: the caller's own role, or (with members:read) another member's.
@@ -34,7 +47,10 @@ export async function answerForLibrary(
   }
   const member = await withTenant(db, organizationId, (trx) => membershipOf(trx, organizationId, userId));
   if (!member) throw new ApiError('NOT_FOUND', 'Member not found');
-  const permissions = userId === session.user.id ? target.permissions : ((await loadSessionState(db, session.session.id, userId, organizationId))?.permissions ?? []);
+  const permissions =
+    userId === session.user.id
+      ? target.permissions
+      : ((await loadSessionState(db, session.session.id, userId, organizationId))?.permissions ?? []);
   return { role: member.role_slug, roleId: member.role_id, permissions: [...permissions].sort() };
 }
 

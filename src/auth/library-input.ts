@@ -26,7 +26,12 @@ function check<T>(schema: z.ZodType<T> | undefined, value: unknown, prefix: stri
   if (!schema) return value as T;
   const result = schema.safeParse(value);
   if (result.success) return result.data;
-  throw invalid(result.error.issues.map((issue) => ({ path: [prefix, ...issue.path.map(String)].join('.'), message: issue.message })));
+  throw invalid(
+    result.error.issues.map((issue) => ({
+      path: [prefix, ...issue.path.map(String)].join('.'),
+      message: issue.message,
+    })),
+  );
 }
 
 function readQuery(c: Context<AppEnv>, route: LibraryRoute): Record<string, string> {
@@ -35,7 +40,9 @@ function readQuery(c: Context<AppEnv>, route: LibraryRoute): Record<string, stri
     // One value a name: the library would read the first, a filter in front of it another.
     if (name in query) throw invalid([{ path: `query.${name}`, message: 'must be given once' }]);
     if (CONTROL.test(name) || CONTROL.test(value) || value.length > MAX_QUERY_VALUE) {
-      throw invalid([{ path: `query.${name}`, message: `must be at most ${MAX_QUERY_VALUE} characters, without control characters` }]);
+      throw invalid([
+        { path: `query.${name}`, message: `must be at most ${MAX_QUERY_VALUE} characters, without control characters` },
+      ]);
     }
     query[name] = value;
   }
@@ -47,7 +54,8 @@ async function readBody(c: Context<AppEnv>, route: LibraryRoute): Promise<JsonOb
   const raw = c.req.raw;
   const type = c.req.header('content-type') ?? '';
   const text = raw.body ? await raw.clone().text() : '';
-  if (text !== '' && !JSON_TYPE.test(type)) throw new ApiError('UNSUPPORTED_MEDIA_TYPE', 'Content-Type must be application/json');
+  if (text !== '' && !JSON_TYPE.test(type))
+    throw new ApiError('UNSUPPORTED_MEDIA_TYPE', 'Content-Type must be application/json');
   let parsed: unknown = {};
   if (text.trim() !== '') {
     try {

@@ -61,10 +61,21 @@ function withoutCookieCache(cookie: string | null, config: Config): string | nul
  */
 export const INVITATION_BUDGET = { perUser: 20, perOrganization: 50, windowSeconds: 3600 } as const;
 
-export async function spendInvitationBudget(store: RateLimitStore, clock: Clock, userId: string, organizationId: string): Promise<void> {
+export async function spendInvitationBudget(
+  store: RateLimitStore,
+  clock: Clock,
+  userId: string,
+  organizationId: string,
+): Promise<void> {
   const tiers: [RateLimitTier, string][] = [
-    [{ name: 'invitations', limit: INVITATION_BUDGET.perUser, window: INVITATION_BUDGET.windowSeconds }, `user:${userId}`],
-    [{ name: 'invitations', limit: INVITATION_BUDGET.perOrganization, window: INVITATION_BUDGET.windowSeconds }, `org:${organizationId}`],
+    [
+      { name: 'invitations', limit: INVITATION_BUDGET.perUser, window: INVITATION_BUDGET.windowSeconds },
+      `user:${userId}`,
+    ],
+    [
+      { name: 'invitations', limit: INVITATION_BUDGET.perOrganization, window: INVITATION_BUDGET.windowSeconds },
+      `org:${organizationId}`,
+    ],
   ];
   for (const [tier, identity] of tiers) {
     let decision;

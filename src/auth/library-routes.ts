@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { access, type Access } from './access.js';
+import { type Access, access } from './access.js';
 
 /**
  * The auth library's routes the service serves (issue 14 item 1): deny by
@@ -41,7 +41,11 @@ export const text = (max: number) =>
     .refine((value) => !CONTROL.test(value), 'must not contain control characters')
     .refine((value) => value.trim() !== '', 'must not be blank');
 
-const line = (max: number) => z.string().max(max).refine((value) => !CONTROL.test(value), 'must not contain control characters');
+const line = (max: number) =>
+  z
+    .string()
+    .max(max)
+    .refine((value) => !CONTROL.test(value), 'must not contain control characters');
 const httpUrl = z
   .string()
   .max(2048)
@@ -63,7 +67,16 @@ const orgName = text(100);
 const userName = text(100);
 const image = z.union([httpUrl, z.null()]);
 const providerId = z.string().regex(/^[a-z0-9-]{1,32}$/);
-const pageNumber = (max: number) => z.union([z.number(), z.string().regex(/^\d{1,9}$/, 'must be a whole number').transform(Number)]).pipe(z.number().int().min(0).max(max));
+const pageNumber = (max: number) =>
+  z
+    .union([
+      z.number(),
+      z
+        .string()
+        .regex(/^\d{1,9}$/, 'must be a whole number')
+        .transform(Number),
+    ])
+    .pipe(z.number().int().min(0).max(max));
 
 const organizationRef = { organizationId: uuid.optional(), organizationSlug: slug.optional() };
 
@@ -92,14 +105,34 @@ export const LIBRARY_ROUTES: readonly LibraryRoute[] = [
     method: 'POST',
     path: '/sign-up/email',
     access: access.public(),
-    body: z.object({ email, password: line(1024), name: userName, image: image.optional(), callbackURL: callback, rememberMe: z.boolean().optional() }).strict(),
+    body: z
+      .object({
+        email,
+        password: line(1024),
+        name: userName,
+        image: image.optional(),
+        callbackURL: callback,
+        rememberMe: z.boolean().optional(),
+      })
+      .strict(),
   },
-  { method: 'POST', path: '/sign-in/email', access: access.public(), body: z.looseObject({ email, password: line(1024), callbackURL: callback, rememberMe: z.boolean().optional() }) },
+  {
+    method: 'POST',
+    path: '/sign-in/email',
+    access: access.public(),
+    body: z.looseObject({ email, password: line(1024), callbackURL: callback, rememberMe: z.boolean().optional() }),
+  },
   {
     method: 'POST',
     path: '/sign-in/social',
     access: access.public(),
-    body: z.looseObject({ provider: providerId, callbackURL: callback, errorCallbackURL: callback, newUserCallbackURL: callback, disableRedirect: z.boolean().optional() }),
+    body: z.looseObject({
+      provider: providerId,
+      callbackURL: callback,
+      errorCallbackURL: callback,
+      newUserCallbackURL: callback,
+      disableRedirect: z.boolean().optional(),
+    }),
   },
   { method: 'GET', path: '/callback/:id', access: access.public() },
   { method: 'POST', path: '/callback/:id', access: access.public() },
@@ -107,13 +140,34 @@ export const LIBRARY_ROUTES: readonly LibraryRoute[] = [
     method: 'POST',
     path: '/sign-in/magic-link',
     access: access.public(),
-    body: z.looseObject({ email, name: userName.optional(), callbackURL: callback, newUserCallbackURL: callback, errorCallbackURL: callback }),
+    body: z.looseObject({
+      email,
+      name: userName.optional(),
+      callbackURL: callback,
+      newUserCallbackURL: callback,
+      errorCallbackURL: callback,
+    }),
   },
   { method: 'GET', path: '/magic-link/verify', access: access.public() },
   { method: 'GET', path: '/verify-email', access: access.public() },
-  { method: 'POST', path: '/send-verification-email', access: access.public(), body: z.looseObject({ email, callbackURL: callback }) },
-  { method: 'POST', path: '/request-password-reset', access: access.public(), body: z.looseObject({ email, redirectTo: callback }) },
-  { method: 'POST', path: '/reset-password', access: access.public(), body: z.looseObject({ newPassword: line(1024), token: line(512).optional() }) },
+  {
+    method: 'POST',
+    path: '/send-verification-email',
+    access: access.public(),
+    body: z.looseObject({ email, callbackURL: callback }),
+  },
+  {
+    method: 'POST',
+    path: '/request-password-reset',
+    access: access.public(),
+    body: z.looseObject({ email, redirectTo: callback }),
+  },
+  {
+    method: 'POST',
+    path: '/reset-password',
+    access: access.public(),
+    body: z.looseObject({ newPassword: line(1024), token: line(512).optional() }),
+  },
   { method: 'GET', path: '/reset-password/:token', access: access.public() },
   { method: 'GET', path: '/error', access: access.public() },
   { method: 'GET', path: '/ok', access: access.public() },
@@ -126,17 +180,34 @@ export const LIBRARY_ROUTES: readonly LibraryRoute[] = [
   { method: 'POST', path: '/revoke-session', access: session(), body: z.object({ id: uuid }).strict() },
   { method: 'POST', path: '/revoke-sessions', access: session() },
   { method: 'POST', path: '/revoke-other-sessions', access: session() },
-  { method: 'POST', path: '/update-user', access: session(), body: z.object({ name: userName.optional(), image: image.optional() }).strict() },
+  {
+    method: 'POST',
+    path: '/update-user',
+    access: session(),
+    body: z.object({ name: userName.optional(), image: image.optional() }).strict(),
+  },
   {
     method: 'POST',
     path: '/change-password',
     access: session(),
-    body: z.object({ currentPassword: line(1024), newPassword: line(1024), revokeOtherSessions: z.boolean().optional() }).strict(),
+    body: z
+      .object({ currentPassword: line(1024), newPassword: line(1024), revokeOtherSessions: z.boolean().optional() })
+      .strict(),
   },
   { method: 'POST', path: '/verify-password', access: session(), body: z.object({ password: line(1024) }).strict() },
   { method: 'GET', path: '/list-accounts', access: session() },
-  { method: 'POST', path: '/link-social', access: session(), body: z.looseObject({ provider: providerId, callbackURL: callback, errorCallbackURL: callback }) },
-  { method: 'POST', path: '/unlink-account', access: session(), body: z.object({ providerId, accountId: line(255).optional() }).strict() },
+  {
+    method: 'POST',
+    path: '/link-social',
+    access: session(),
+    body: z.looseObject({ provider: providerId, callbackURL: callback, errorCallbackURL: callback }),
+  },
+  {
+    method: 'POST',
+    path: '/unlink-account',
+    access: session(),
+    body: z.object({ providerId, accountId: line(255).optional() }).strict(),
+  },
 
   // Organizations (API.md "Organizations"): permission strings, in the organization acted on.
   {
@@ -144,7 +215,15 @@ export const LIBRARY_ROUTES: readonly LibraryRoute[] = [
     path: '/organization/create',
     access: session(),
     transactional: true,
-    body: z.object({ name: orgName, slug, logo: z.union([httpUrl, z.null()]).optional(), metadata: metadata.optional(), keepCurrentActiveOrganization: z.boolean().optional() }).strict(),
+    body: z
+      .object({
+        name: orgName,
+        slug,
+        logo: z.union([httpUrl, z.null()]).optional(),
+        metadata: metadata.optional(),
+        keepCurrentActiveOrganization: z.boolean().optional(),
+      })
+      .strict(),
   },
   { method: 'POST', path: '/organization/check-slug', access: session(), body: z.object({ slug }).strict() },
   { method: 'GET', path: '/organization/list', access: session() },
@@ -153,7 +232,9 @@ export const LIBRARY_ROUTES: readonly LibraryRoute[] = [
     path: '/organization/set-active',
     access: session(),
     transactional: true,
-    body: z.object({ organizationId: z.union([uuid, z.null()]).optional(), organizationSlug: slug.optional() }).strict(),
+    body: z
+      .object({ organizationId: z.union([uuid, z.null()]).optional(), organizationSlug: slug.optional() })
+      .strict(),
   },
   {
     method: 'POST',
@@ -163,12 +244,32 @@ export const LIBRARY_ROUTES: readonly LibraryRoute[] = [
     body: z
       .object({
         organizationId: uuid.optional(),
-        data: z.object({ name: orgName.optional(), slug: slug.optional(), logo: z.union([httpUrl, z.null()]).optional(), metadata: metadata.optional() }).strict(),
+        data: z
+          .object({
+            name: orgName.optional(),
+            slug: slug.optional(),
+            logo: z.union([httpUrl, z.null()]).optional(),
+            metadata: metadata.optional(),
+          })
+          .strict(),
       })
       .strict(),
   },
-  { method: 'POST', path: '/organization/delete', access: inOrganization('organizations:delete'), organization: 'body', transactional: true, body: z.object({ organizationId: uuid.optional() }).strict() },
-  { method: 'GET', path: '/organization/get-organization', access: inOrganization('organizations:read'), organization: 'query', query: z.object(organizationRef).strict() },
+  {
+    method: 'POST',
+    path: '/organization/delete',
+    access: inOrganization('organizations:delete'),
+    organization: 'body',
+    transactional: true,
+    body: z.object({ organizationId: uuid.optional() }).strict(),
+  },
+  {
+    method: 'GET',
+    path: '/organization/get-organization',
+    access: inOrganization('organizations:read'),
+    organization: 'query',
+    query: z.object(organizationRef).strict(),
+  },
   {
     method: 'GET',
     path: '/organization/get-full-organization',
@@ -177,7 +278,13 @@ export const LIBRARY_ROUTES: readonly LibraryRoute[] = [
     transactional: true,
     query: z.object({ ...organizationRef, membersLimit: pageNumber(100).optional() }).strict(),
   },
-  { method: 'GET', path: '/organization/list-members', access: inOrganization('members:read'), organization: 'query', query: listMembersQuery },
+  {
+    method: 'GET',
+    path: '/organization/list-members',
+    access: inOrganization('members:read'),
+    organization: 'query',
+    query: listMembersQuery,
+  },
   { method: 'GET', path: '/organization/get-active-member', access: session({ organization: true }) },
   {
     method: 'GET',
@@ -207,12 +314,42 @@ export const LIBRARY_ROUTES: readonly LibraryRoute[] = [
     access: inOrganization('invitations:write'),
     organization: 'body',
     transactional: true,
-    body: z.object({ email: address, role: slug.optional(), organizationId: uuid.optional(), resend: z.boolean().optional() }).strict(),
+    body: z
+      .object({
+        email: address,
+        role: slug.optional(),
+        organizationId: uuid.optional(),
+        resend: z.boolean().optional(),
+      })
+      .strict(),
   },
-  { method: 'POST', path: '/organization/cancel-invitation', access: inOrganization('invitations:delete'), organization: 'invitation', body: z.object({ invitationId: uuid }).strict() },
-  { method: 'GET', path: '/organization/list-invitations', access: inOrganization('invitations:read'), organization: 'query', query: z.object(organizationRef).strict() },
-  { method: 'POST', path: '/organization/accept-invitation', access: session(), transactional: true, body: z.object({ invitationId: uuid }).strict() },
-  { method: 'POST', path: '/organization/reject-invitation', access: session(), body: z.object({ invitationId: uuid }).strict() },
+  {
+    method: 'POST',
+    path: '/organization/cancel-invitation',
+    access: inOrganization('invitations:delete'),
+    organization: 'invitation',
+    body: z.object({ invitationId: uuid }).strict(),
+  },
+  {
+    method: 'GET',
+    path: '/organization/list-invitations',
+    access: inOrganization('invitations:read'),
+    organization: 'query',
+    query: z.object(organizationRef).strict(),
+  },
+  {
+    method: 'POST',
+    path: '/organization/accept-invitation',
+    access: session(),
+    transactional: true,
+    body: z.object({ invitationId: uuid }).strict(),
+  },
+  {
+    method: 'POST',
+    path: '/organization/reject-invitation',
+    access: session(),
+    body: z.object({ invitationId: uuid }).strict(),
+  },
   { method: 'GET', path: '/organization/get-invitation', access: session(), query: z.object({ id: uuid }).strict() },
   { method: 'GET', path: '/organization/list-user-invitations', access: session(), query: z.object({}).strict() },
   {
@@ -223,10 +360,21 @@ export const LIBRARY_ROUTES: readonly LibraryRoute[] = [
     transactional: true,
     body: z.object({ memberIdOrEmail: z.union([uuid, address]), organizationId: uuid.optional() }).strict(),
   },
-  { method: 'POST', path: '/organization/leave', access: session({ organization: true }), organization: 'body', transactional: true, body: z.object({ organizationId: uuid.optional() }).strict() },
+  {
+    method: 'POST',
+    path: '/organization/leave',
+    access: session({ organization: true }),
+    organization: 'body',
+    transactional: true,
+    body: z.object({ organizationId: uuid.optional() }).strict(),
+  },
 ];
 
 /** `/api/auth/...` of each state-changing organization call, with the permission it needs (the authorization suite walks these). */
 export const ORGANIZATION_PERMISSIONS: Readonly<Record<string, string>> = Object.fromEntries(
-  LIBRARY_ROUTES.flatMap((route) => (route.method === 'POST' && route.access.kind === 'session' && route.access.permissions?.length ? [[`/api/auth${route.path}`, route.access.permissions[0]!]] : [])),
+  LIBRARY_ROUTES.flatMap((route) =>
+    route.method === 'POST' && route.access.kind === 'session' && route.access.permissions?.length
+      ? [[`/api/auth${route.path}`, route.access.permissions[0]!]]
+      : [],
+  ),
 );

@@ -6,9 +6,9 @@ import { lockOwners } from '../db/queries/members.js';
 import { findRoleBySlug, libraryRoleFor } from '../db/queries/roles.js';
 import { setTenant, withTenant } from '../db/tenant.js';
 import { ApiError } from '../errors.js';
-import type { OrganizationTarget } from './access.js';
 import type { AppEnv, EnrichedSession, TargetResolver } from '../types.js';
-import { libraryInput, type JsonObject } from './library-input.js';
+import type { OrganizationTarget } from './access.js';
+import { type JsonObject, libraryInput } from './library-input.js';
 import type { LibraryRoute } from './library-routes.js';
 import { missing } from './permissions.js';
 import { loadSessionState } from './session.js';
@@ -21,7 +21,11 @@ export function authorizedOrganization(c: Context<AppEnv>): OrganizationTarget |
 }
 
 /** The caller's permissions in `organizationId`: the session's own when it is the active one. */
-export async function permissionsIn(db: Kysely<DB>, session: EnrichedSession, organizationId: string | null): Promise<string[]> {
+export async function permissionsIn(
+  db: Kysely<DB>,
+  session: EnrichedSession,
+  organizationId: string | null,
+): Promise<string[]> {
   if (!organizationId) return [];
   if (organizationId === session.session.activeOrganizationId) return session.permissions;
   const state = await loadSessionState(db, session.session.id, session.user.id, organizationId);
@@ -42,12 +46,20 @@ export function organizationTarget(route: LibraryRoute, db: Kysely<DB>): TargetR
     const source: JsonObject = route.organization === 'query' ? input.query : (input.body ?? {});
     let id = typeof source.organizationId === 'string' ? source.organizationId : null;
     if (!id && typeof source.organizationSlug === 'string') {
-      const found = await db.selectFrom('organizations').select('id').where('slug', '=', source.organizationSlug).executeTakeFirst();
+      const found = await db
+        .selectFrom('organizations')
+        .select('id')
+        .where('slug', '=', source.organizationSlug)
+        .executeTakeFirst();
       if (!found) throw new ApiError('NOT_FOUND', 'Organization not found');
       id = found.id;
     }
     if (route.organization === 'invitation' && typeof source.invitationId === 'string') {
-      const invitation = await db.selectFrom('invitations').select('organization_id').where('id', '=', source.invitationId).executeTakeFirst();
+      const invitation = await db
+        .selectFrom('invitations')
+        .select('organization_id')
+        .where('id', '=', source.invitationId)
+        .executeTakeFirst();
       if (!invitation) throw new ApiError('NOT_FOUND', 'Invitation not found');
       id = invitation.organization_id;
     }
@@ -73,16 +85,28 @@ export interface OrganizationCall {
  * member), never Owner, and none with permissions the inviter lacks. Returns
  * the body the library gets (its own role names stay `member`).
  */
-export async function checkInvitation(db: Kysely<DB>, call: OrganizationCall, granted: readonly string[]): Promise<JsonObject> {
+export async function checkInvitation(
+  db: Kysely<DB>,
+  call: OrganizationCall,
+  granted: readonly string[],
+): Promise<JsonObject> {
   const body = call.body ?? {};
   const slug = typeof body.role === 'string' ? body.role : 'member';
-  if (slug === 'owner') throw new ApiError('VALIDATION_ERROR', 'An invitation cannot grant the Owner role', { details: [{ path: 'role', message: 'must not be owner' }] });
+  if (slug === 'owner')
+    throw new ApiError('VALIDATION_ERROR', 'An invitation cannot grant the Owner role', {
+      details: [{ path: 'role', message: 'must not be owner' }],
+    });
   const organizationId = call.organizationId!;
   const role = await withTenant(db, organizationId, (trx) => findRoleBySlug(trx, organizationId, slug));
-  if (!role) throw new ApiError('VALIDATION_ERROR', 'Unknown role', { details: [{ path: 'role', message: `no role "${slug}" in this organization` }] });
+  if (!role)
+    throw new ApiError('VALIDATION_ERROR', 'Unknown role', {
+      details: [{ path: 'role', message: `no role "${slug}" in this organization` }],
+    });
   const lacking = missing(granted, role.permissions);
   if (call.session?.user.role !== 'superadmin' && lacking.length > 0) {
-    throw new ApiError('INSUFFICIENT_PERMISSIONS', 'Insufficient permissions', { details: lacking.map((p) => ({ path: 'role', message: `inviter lacks ${p}` })) });
+    throw new ApiError('INSUFFICIENT_PERMISSIONS', 'Insufficient permissions', {
+      details: lacking.map((p) => ({ path: 'role', message: `inviter lacks ${p}` })),
+    });
   }
   call.invitedRoleSlug = role.slug;
   return { ...body, role: 'member' };
@@ -98,17 +122,30 @@ export async function beforeOrganizationCall(trx: Transaction<DB>, call: Organiz
   }
   if (path === '/organization/delete' && organizationId) {
     // Spec §3 "API key": deleting an organization revokes its keys (rolled back if the library refuses).
-    await revokeKeys(trx, { tenantId: organizationId, actorId: call.session?.user.id ?? null, requestId: call.requestId, reason: 'organization_deleted' });
+    await revokeKeys(trx, {
+      tenantId: organizationId,
+      actorId: call.session?.user.id ?? null,
+      requestId: call.requestId,
+      reason: 'organization_deleted',
+    });
   }
 }
 
 /** Our writes after a successful library call, in the same transaction; returns the body to answer with. */
-export async function afterOrganizationCall(trx: Transaction<DB>, call: OrganizationCall, body: unknown): Promise<unknown> {
+export async function afterOrganizationCall(
+  trx: Transaction<DB>,
+  call: OrganizationCall,
+  body: unknown,
+): Promise<unknown> {
   const { path } = call;
   const record = (body ?? {}) as JsonObject;
   if (path === '/organization/create' && typeof record.id === 'string') {
     // The creator's membership got its role id from ORGANIZATION_CREATED: answer what is stored (item 4).
-    const stored = await trx.selectFrom('members').select(['id', 'role_id', 'role']).where('organization_id', '=', record.id).execute();
+    const stored = await trx
+      .selectFrom('members')
+      .select(['id', 'role_id', 'role'])
+      .where('organization_id', '=', record.id)
+      .execute();
     const members = Array.isArray(record.members) ? (record.members as JsonObject[]) : [];
     return { ...record, members: members.map((m) => ({ ...m, ...storedRole(stored.find((s) => s.id === m.id)) })) };
   }
@@ -122,16 +159,38 @@ export async function afterOrganizationCall(trx: Transaction<DB>, call: Organiza
     const member = record.member as JsonObject | undefined;
     if (!invitation || !member || typeof member.id !== 'string') return body;
     await setTenant(trx, invitation.organizationId);
-    const named = invitation.role && invitation.role !== 'owner' ? await findRoleBySlug(trx, invitation.organizationId, invitation.role) : undefined;
+    const named =
+      invitation.role && invitation.role !== 'owner'
+        ? await findRoleBySlug(trx, invitation.organizationId, invitation.role)
+        : undefined;
     const role = named ?? (await findRoleBySlug(trx, invitation.organizationId, 'member'));
     if (!role) throw new Error('accept-invitation: the organization has no member role');
-    await trx.updateTable('members').set({ role_id: role.id, role: libraryRoleFor(role.slug) }).where('id', '=', member.id).execute();
-    return { ...record, invitation: { ...invitation, role: role.slug }, member: { ...member, roleId: role.id, role: libraryRoleFor(role.slug) } };
+    await trx
+      .updateTable('members')
+      .set({ role_id: role.id, role: libraryRoleFor(role.slug) })
+      .where('id', '=', member.id)
+      .execute();
+    return {
+      ...record,
+      invitation: { ...invitation, role: role.slug },
+      member: { ...member, roleId: role.id, role: libraryRoleFor(role.slug) },
+    };
   }
-  const removed = path === '/organization/remove-member' ? (record.member as JsonObject | undefined)?.userId : path === '/organization/leave' ? call.session?.user.id : undefined;
+  const removed =
+    path === '/organization/remove-member'
+      ? (record.member as JsonObject | undefined)?.userId
+      : path === '/organization/leave'
+        ? call.session?.user.id
+        : undefined;
   if (typeof removed === 'string' && call.organizationId) {
     // Issue 14 item 9: a member who leaves or is removed keeps no key of that organization; rejoining revives none.
-    await revokeKeys(trx, { tenantId: call.organizationId, createdBy: removed, actorId: call.session?.user.id ?? null, requestId: call.requestId, reason: 'member_removed' });
+    await revokeKeys(trx, {
+      tenantId: call.organizationId,
+      createdBy: removed,
+      actorId: call.session?.user.id ?? null,
+      requestId: call.requestId,
+      reason: 'member_removed',
+    });
   }
   return body;
 }

@@ -22,7 +22,8 @@ export function registerOrganizationHandlers({ events, db }: { events: Events; d
         .where('organization_id', '=', organizationId)
         .where('user_id', '=', creatorUserId)
         .executeTakeFirst();
-      if (updated.numUpdatedRows !== 1n) throw new Error('ORGANIZATION_CREATED: the creator has no membership to make Owner');
+      if (updated.numUpdatedRows !== 1n)
+        throw new Error('ORGANIZATION_CREATED: the creator has no membership to make Owner');
     });
   });
 }

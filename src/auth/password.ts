@@ -69,7 +69,9 @@ function deriveKey(password: string, salt: string): Promise<Buffer> {
   return withSlot(
     () =>
       new Promise<Buffer>((resolve, reject) => {
-        scrypt!(password.normalize('NFKC'), salt, dkLen, { N, r, p, maxmem: MAXMEM }, (error, key) => (error ? reject(error) : resolve(key)));
+        scrypt!(password.normalize('NFKC'), salt, dkLen, { N, r, p, maxmem: MAXMEM }, (error, key) =>
+          error ? reject(error) : resolve(key),
+        );
       }),
   );
 }

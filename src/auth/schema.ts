@@ -55,7 +55,6 @@ type OrganizationSessionFields = Required<
 // Core models
 // ---------------------------------------------------------------------------
 
-
 const userAdditionalFields = {
   /** Platform role. Never settable through sign-up or update-user (`input: false`). */
   role: {

@@ -25,7 +25,12 @@ export interface SessionStateCache<T> {
    * The entry for `key`, or `load()`'s answer, kept when it is not null,
    * `keep` agrees, and no invalidation came while it was loading.
    */
-  through(key: string, expiresAtMs: number, load: () => Promise<T | null>, keep?: (value: T) => boolean): Promise<T | null>;
+  through(
+    key: string,
+    expiresAtMs: number,
+    load: () => Promise<T | null>,
+    keep?: (value: T) => boolean,
+  ): Promise<T | null>;
 }
 
 export interface SessionStateCacheOptions {
@@ -34,7 +39,11 @@ export interface SessionStateCacheOptions {
   now?: () => number;
 }
 
-export function createSessionStateCache<T>({ maxEntries = 10_000, ttlMs = 60_000, now = Date.now }: SessionStateCacheOptions = {}): SessionStateCache<T> {
+export function createSessionStateCache<T>({
+  maxEntries = 10_000,
+  ttlMs = 60_000,
+  now = Date.now,
+}: SessionStateCacheOptions = {}): SessionStateCache<T> {
   const entries = new Map<string, { value: T; until: number }>();
   let generation = 0;
   const cache: SessionStateCache<T> = {
@@ -89,5 +98,8 @@ export const SESSION_STATE_CHANNEL = 'gatehouse_session_state';
  * but the expiry the cookie already carries.
  */
 export function mayWriteSessionState(method: string, path: string): boolean {
-  return (method !== 'GET' && method !== 'HEAD' && method !== 'OPTIONS') || (path.startsWith('/api/auth/') && path !== '/api/auth/get-session');
+  return (
+    (method !== 'GET' && method !== 'HEAD' && method !== 'OPTIONS') ||
+    (path.startsWith('/api/auth/') && path !== '/api/auth/get-session')
+  );
 }

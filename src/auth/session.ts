@@ -1,9 +1,9 @@
-import { sql, type Kysely } from 'kysely';
+import { type Kysely, sql } from 'kysely';
+import type { Config } from '../config.js';
 import type { DB } from '../db/database.js';
 import { purgeAfter } from '../db/queries/accounts.js';
 import type { EnrichedSession, SessionResolver } from '../types.js';
 import type { Auth } from './auth.js';
-import type { Config } from '../config.js';
 import { createCookieCacheVerifier } from './cookie-cache.js';
 import type { SessionStateCache } from './session-state-cache.js';
 
@@ -24,8 +24,16 @@ export interface SessionStateRow {
  * organization, and the permissions in it, or in `organizationId` when given
  * (migrations/0002 session_state).
  */
-export async function loadSessionState(db: Kysely<DB>, sessionId: string, userId: string, organizationId: string | null = null): Promise<SessionStateRow | null> {
-  const { rows } = await sql<SessionStateRow>`select * from session_state(${sessionId}::uuid, ${userId}::uuid, ${organizationId}::uuid)`.execute(db);
+export async function loadSessionState(
+  db: Kysely<DB>,
+  sessionId: string,
+  userId: string,
+  organizationId: string | null = null,
+): Promise<SessionStateRow | null> {
+  const { rows } =
+    await sql<SessionStateRow>`select * from session_state(${sessionId}::uuid, ${userId}::uuid, ${organizationId}::uuid)`.execute(
+      db,
+    );
   return rows[0] ?? null;
 }
 
@@ -60,7 +68,12 @@ export function createSessionResolver({
 }): SessionResolver {
   const readState = (sessionId: string, userId: string, expiresAt: string) =>
     cache
-      ? cache.through(`${sessionId}:${userId}`, Date.parse(expiresAt), () => loadSessionState(db, sessionId, userId), (state) => state.session_valid)
+      ? cache.through(
+          `${sessionId}:${userId}`,
+          Date.parse(expiresAt),
+          () => loadSessionState(db, sessionId, userId),
+          (state) => state.session_valid,
+        )
       : loadSessionState(db, sessionId, userId);
   return async (c) => {
     const cookie = c.req.header('cookie');
@@ -73,14 +86,24 @@ export function createSessionResolver({
       for (const setCookie of result.headers.getSetCookie()) c.header('Set-Cookie', setCookie, { append: true });
       const response = result.response;
       if (!response) return null;
-      found = { sessionId: response.session.id, userId: response.user.id, expiresAt: new Date(response.session.expiresAt).toISOString() };
+      found = {
+        sessionId: response.session.id,
+        userId: response.user.id,
+        expiresAt: new Date(response.session.expiresAt).toISOString(),
+      };
     }
     const state = await readState(found.sessionId, found.userId, found.expiresAt);
     if (!state || !state.session_valid) return null;
     // A member of the organization, or no active organization at all (spec §4: empty permissions).
     const activeOrganizationId = state.member_id ? state.active_organization_id : null;
     return {
-      user: { id: found.userId, email: state.email, name: state.name, role: state.role, emailVerified: state.email_verified },
+      user: {
+        id: found.userId,
+        email: state.email,
+        name: state.name,
+        role: state.role,
+        emailVerified: state.email_verified,
+      },
       session: { id: found.sessionId, activeOrganizationId, expiresAt: found.expiresAt },
       // A copy: the row may be shared with later requests through the cache.
       permissions: state.permissions.slice(),

@@ -13,8 +13,8 @@ import { PLATFORM_ROLES, type PlatformRole } from '../auth/permissions.js';
 import { ConfigError, parseConfig } from '../config.js';
 import type { Database } from '../db/client.js';
 import type { DB } from '../db/database.js';
-import { openConfiguredDatabase } from '../deps.js';
 import { DatabaseInUseError } from '../db/open.js';
+import { openConfiguredDatabase } from '../deps.js';
 import { describeError } from '../errors.js';
 import { createLogger, type Logger } from '../logger.js';
 
@@ -43,7 +43,8 @@ function isPlatformRole(value: string): value is PlatformRole {
 function parseArgs(argv: readonly string[]): { email: string; role: PlatformRole } {
   const [email, role, ...rest] = argv;
   if (!email || !role || rest.length > 0) throw new UserRoleError(USAGE);
-  if (!isPlatformRole(role)) throw new UserRoleError(`Unknown role "${role}": must be one of ${PLATFORM_ROLES.join(', ')}`);
+  if (!isPlatformRole(role))
+    throw new UserRoleError(`Unknown role "${role}": must be one of ${PLATFORM_ROLES.join(', ')}`);
   if (!email.includes('@')) throw new UserRoleError(`"${email}" is not an email address. ${USAGE}`);
   return { email: email.trim().toLowerCase(), role };
 }
@@ -60,9 +61,11 @@ async function changeUserRole(database: Database, email: string, role: PlatformR
         .forUpdate()
         .execute();
       if (matches.length === 0) throw new UserRoleError(`No user with email ${wanted}`);
-      if (matches.length > 1) throw new UserRoleError(`More than one user matches ${wanted} (differing only in case); fix the data first`);
+      if (matches.length > 1)
+        throw new UserRoleError(`More than one user matches ${wanted} (differing only in case); fix the data first`);
       const user = matches[0] as { id: string; email: string; role: PlatformRole };
-      if (user.role === role) return { userId: user.id, email: user.email, previousRole: user.role, role, changed: false };
+      if (user.role === role)
+        return { userId: user.id, email: user.email, previousRole: user.role, role, changed: false };
 
       await trx.updateTable('users').set({ role, updated_at: new Date() }).where('id', '=', user.id).execute();
       // The owner handle is untyped; the audit table is the same one.
@@ -77,7 +80,11 @@ async function changeUserRole(database: Database, email: string, role: PlatformR
   );
 }
 
-async function main(argv: readonly string[], env: Record<string, unknown>, logger: Logger = createLogger()): Promise<number> {
+async function main(
+  argv: readonly string[],
+  env: Record<string, unknown>,
+  logger: Logger = createLogger(),
+): Promise<number> {
   let args: { email: string; role: PlatformRole };
   let database: Database;
   try {
@@ -86,7 +93,8 @@ async function main(argv: readonly string[], env: Record<string, unknown>, logge
   } catch (error) {
     // An embedded database a running server holds: a change made here would be
     // lost (PGlite has no cross-process locking; src/db/open.ts holds a lock file).
-    if (error instanceof UserRoleError || error instanceof DatabaseInUseError) logger.error('user_role.refused', { message: error.message });
+    if (error instanceof UserRoleError || error instanceof DatabaseInUseError)
+      logger.error('user_role.refused', { message: error.message });
     else if (error instanceof ConfigError) logger.error('config.invalid', { problems: error.problems });
     else logger.error('user_role.failed', { error: describeError(error) });
     return 1;

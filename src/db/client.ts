@@ -1,4 +1,4 @@
-import { Kysely, type Dialect, type KyselyConfig } from 'kysely';
+import { type Dialect, Kysely, type KyselyConfig } from 'kysely';
 import { PostgresJSDialect } from 'kysely-postgres-js';
 import postgres from 'postgres';
 import type { DB } from './database.js';
@@ -79,10 +79,16 @@ function withAcquireTimeout(sql: postgres.Sql, ms: number): postgres.Sql {
         },
       );
     });
-  return new Proxy(sql, { get: (target, property, receiver) => (property === 'reserve' ? timed : Reflect.get(target, property, receiver)) });
+  return new Proxy(sql, {
+    get: (target, property, receiver) => (property === 'reserve' ? timed : Reflect.get(target, property, receiver)),
+  });
 }
 
-function postgresDialect(url: string, max: number, { runtime }: { runtime: boolean }): { dialect: Dialect; sql: postgres.Sql; end: () => Promise<void> } {
+function postgresDialect(
+  url: string,
+  max: number,
+  { runtime }: { runtime: boolean },
+): { dialect: Dialect; sql: postgres.Sql; end: () => Promise<void> } {
   // `fetch_types: false` would hang here: kysely-postgres-js reserves every
   // connection (sql.reserve()), and postgres.js 3.4.9 hands a reservation its
   // connection only from the ReadyForQuery that follows the type fetch; with
@@ -104,7 +110,11 @@ function postgresDialect(url: string, max: number, { runtime }: { runtime: boole
       ...(runtime ? { lock_timeout: LOCK_TIMEOUT_MS, statement_timeout: STATEMENT_TIMEOUT_MS } : {}),
     },
   });
-  return { dialect: new PostgresJSDialect({ postgres: runtime ? withAcquireTimeout(sql, ACQUIRE_TIMEOUT_MS) : sql }), sql, end: () => sql.end({ timeout: 5 }) };
+  return {
+    dialect: new PostgresJSDialect({ postgres: runtime ? withAcquireTimeout(sql, ACQUIRE_TIMEOUT_MS) : sql }),
+    sql,
+    end: () => sql.end({ timeout: 5 }),
+  };
 }
 
 /** A PostgreSQL server through postgres.js: production, Workers and the integration suite. */
@@ -132,4 +142,3 @@ export async function openPostgres(options: OpenOptions): Promise<Database> {
     close: () => db.destroy(),
   };
 }
-

@@ -1,7 +1,7 @@
 import { ConfigError, parseConfig } from '../config.js';
+import { openConfiguredDatabase } from '../deps.js';
 import { describeError } from '../errors.js';
 import { createLogger } from '../logger.js';
-import { openConfiguredDatabase } from '../deps.js';
 import { migrateDown, migrateToLatest } from './migrate.js';
 
 /** `npm run db:migrate` applies every pending migration; `npm run db:migrate -- down` rolls back one. */
@@ -19,7 +19,8 @@ async function main(): Promise<void> {
   }
   const database = await openConfiguredDatabase(config);
   try {
-    const applied = process.argv[2] === 'down' ? await migrateDown(database, logger) : await migrateToLatest(database, logger);
+    const applied =
+      process.argv[2] === 'down' ? await migrateDown(database, logger) : await migrateToLatest(database, logger);
     logger.info('db.migrate_done', { applied });
   } finally {
     await database.close();

@@ -1,7 +1,7 @@
-import { Migrator, type Kysely, type MigrationResultSet } from 'kysely';
+import { type Kysely, type MigrationResultSet, Migrator } from 'kysely';
 import { migrations } from '../../migrations/index.js';
-import type { Database } from './client.js';
 import type { Logger } from '../logger.js';
+import type { Database } from './client.js';
 
 /** Applies every pending migration as the schema owner; throws on the first failure. */
 export async function migrateToLatest(database: Database, logger?: Logger): Promise<string[]> {
@@ -23,7 +23,11 @@ function migrator(db: Kysely<any>): Migrator {
 function report({ error, results = [] }: MigrationResultSet, logger?: Logger): string[] {
   for (const result of results) {
     const level = result.status === 'Error' ? 'error' : 'info';
-    logger?.[level]('db.migration', { migration: result.migrationName, direction: result.direction, status: result.status });
+    logger?.[level]('db.migration', {
+      migration: result.migrationName,
+      direction: result.direction,
+      status: result.status,
+    });
   }
   if (error) throw error instanceof Error ? error : new Error(String(error));
   return results.filter((r) => r.status === 'Success').map((r) => r.migrationName);

@@ -1,7 +1,7 @@
 import { mkdir, open, readFile, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Kysely, PostgresDialect, sql } from 'kysely';
-import { APP_ROLE, openPostgres, type Database, type OpenOptions } from './client.js';
+import { APP_ROLE, type Database, type OpenOptions, openPostgres } from './client.js';
 import type { DB } from './database.js';
 
 /** Opens `postgres://…` on a server, or `pglite://<dir>` / `pglite://memory` embedded (Node only). */
@@ -58,7 +58,9 @@ export async function openPglite(options: OpenOptions & { loadDataDir?: Blob }):
   const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool }), log: options.log });
 
   const enterRuntimeRole = async (conn: Kysely<any>) => {
-    const { rows } = await sql<{ exists: boolean }>`select exists (select 1 from pg_roles where rolname = ${APP_ROLE}) as exists`.execute(conn);
+    const { rows } = await sql<{
+      exists: boolean;
+    }>`select exists (select 1 from pg_roles where rolname = ${APP_ROLE}) as exists`.execute(conn);
     if (rows[0]?.exists) await sql`set role ${sql.id(APP_ROLE)}`.execute(conn);
   };
   await db.connection().execute(enterRuntimeRole);
@@ -102,7 +104,9 @@ export class DatabaseInUseError extends Error {
     readonly location: string,
     readonly pid: number,
   ) {
-    super(`The embedded database at ${location} is in use by a running process (pid ${pid}), such as the server: stop it first, or run the command against PostgreSQL`);
+    super(
+      `The embedded database at ${location} is in use by a running process (pid ${pid}), such as the server: stop it first, or run the command against PostgreSQL`,
+    );
     this.name = 'DatabaseInUseError';
   }
 }

@@ -1,4 +1,4 @@
-import { sql, type ExpressionBuilder, type SelectQueryBuilder } from 'kysely';
+import { type ExpressionBuilder, type SelectQueryBuilder, sql } from 'kysely';
 import { z } from 'zod';
 import { ApiError } from '../errors.js';
 
@@ -31,7 +31,9 @@ const CursorSchema = z.object({ createdAt: CursorTime, id: z.uuid() }).strict();
  * milliseconds, and rows one transaction writes share now() to the
  * microsecond, so a cursor cut to milliseconds would skip the rest of them.
  */
-export const cursorAt = sql<string>`to_char(created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`.as('cursor_at');
+export const cursorAt = sql<string>`to_char(created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`.as(
+  'cursor_at',
+);
 
 /** Rows strictly after the cursor in (created_at desc, id desc) order. */
 export function afterCursor(eb: ExpressionBuilder<any, any>, cursor: Cursor) {
@@ -48,7 +50,9 @@ export function decodeCursor(value: string): Cursor {
   try {
     return CursorSchema.parse(JSON.parse(Buffer.from(value, 'base64url').toString('utf8')));
   } catch {
-    throw new ApiError('VALIDATION_ERROR', 'Invalid cursor', { details: [{ path: 'cursor', message: 'Invalid cursor' }] });
+    throw new ApiError('VALIDATION_ERROR', 'Invalid cursor', {
+      details: [{ path: 'cursor', message: 'Invalid cursor' }],
+    });
   }
 }
 
@@ -61,7 +65,10 @@ export const PageQuerySchema = z
   .strict();
 
 /** Given `limit + 1` rows (selected with `cursorAt`), the page and the cursor of the next one. */
-export function page<T extends { cursor_at: string; id: string }>(rows: T[], limit: number): { items: T[]; nextCursor: string | null } {
+export function page<T extends { cursor_at: string; id: string }>(
+  rows: T[],
+  limit: number,
+): { items: T[]; nextCursor: string | null } {
   const items = rows.slice(0, limit);
   const last = items.at(-1);
   return { items, nextCursor: rows.length > limit && last ? encodeCursor(last) : null };
@@ -77,7 +84,11 @@ export async function paginate<O extends { id: string }>(
   { limit, cursor }: { limit: number; cursor?: string },
 ): Promise<{ items: (O & { cursor_at: string })[]; nextCursor: string | null }> {
   const after = cursor ? decodeCursor(cursor) : null;
-  let paged = query.select(cursorAt).orderBy('created_at', 'desc').orderBy('id', 'desc').limit(limit + 1);
+  let paged = query
+    .select(cursorAt)
+    .orderBy('created_at', 'desc')
+    .orderBy('id', 'desc')
+    .limit(limit + 1);
   if (after) paged = paged.where((eb) => afterCursor(eb, after));
   return page((await paged.execute()) as (O & { cursor_at: string })[], limit);
 }

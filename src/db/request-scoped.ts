@@ -1,7 +1,18 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
-import { CompiledQuery, Kysely, PostgresAdapter, PostgresDriver, PostgresIntrospector, PostgresQueryCompiler, type DatabaseConnection, type Dialect, type KyselyConfig, type QueryResult } from 'kysely';
+import {
+  type CompiledQuery,
+  type DatabaseConnection,
+  type Dialect,
+  Kysely,
+  type KyselyConfig,
+  PostgresAdapter,
+  PostgresDriver,
+  PostgresIntrospector,
+  PostgresQueryCompiler,
+  type QueryResult,
+} from 'kysely';
 import postgres from 'postgres';
-import { ACQUIRE_TIMEOUT_MS, PoolTimeoutError, type Database } from './client.js';
+import { ACQUIRE_TIMEOUT_MS, type Database, PoolTimeoutError } from './client.js';
 import type { DB } from './database.js';
 
 /**
@@ -110,7 +121,10 @@ class ScopedConnection implements DatabaseConnection {
     const result = await this.sql.unsafe(compiled.sql, compiled.parameters as postgres.ParameterOrJSON<never>[]);
     const { command, count } = result;
     return {
-      numAffectedRows: command === 'INSERT' || command === 'UPDATE' || command === 'DELETE' || command === 'MERGE' ? BigInt(count) : undefined,
+      numAffectedRows:
+        command === 'INSERT' || command === 'UPDATE' || command === 'DELETE' || command === 'MERGE'
+          ? BigInt(count)
+          : undefined,
       rows: Array.from(result.values()) as R[],
     };
   }
@@ -121,7 +135,10 @@ class ScopedConnection implements DatabaseConnection {
   }
 }
 
-export function openRequestScopedPostgres(options: RequestDatabaseOptions): { database: Database; scope: RequestScope } {
+export function openRequestScopedPostgres(options: RequestDatabaseOptions): {
+  database: Database;
+  scope: RequestScope;
+} {
   let learnt: LearntTypes | null = null;
 
   const take = (scope: Scope) =>

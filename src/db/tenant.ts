@@ -1,6 +1,6 @@
-import { sql, type Kysely, type Transaction } from 'kysely';
-import type { DB } from './database.js';
+import { type Kysely, sql, type Transaction } from 'kysely';
 import { runInTransaction } from './ambient.js';
+import type { DB } from './database.js';
 
 /**
  * The settings row-level security reads (migrations 0002-0004), named for the
@@ -16,11 +16,17 @@ export interface Scope {
   actorId?: string;
 }
 
-const SETTINGS = { tenantId: 'app.tenant_id', keyOwnerId: 'app.key_owner_id', actorId: 'app.actor_id' } as const satisfies Record<keyof Scope, string>;
+const SETTINGS = {
+  tenantId: 'app.tenant_id',
+  keyOwnerId: 'app.key_owner_id',
+  actorId: 'app.actor_id',
+} as const satisfies Record<keyof Scope, string>;
 
 /** Sets the given scope in one statement: the only place the service calls set_config. */
 export async function setScope(trx: Transaction<DB>, scope: Scope): Promise<void> {
-  const calls = (Object.keys(SETTINGS) as (keyof Scope)[]).filter((key) => scope[key] !== undefined).map((key) => sql`set_config(${SETTINGS[key]}, ${scope[key]!}, true)`);
+  const calls = (Object.keys(SETTINGS) as (keyof Scope)[])
+    .filter((key) => scope[key] !== undefined)
+    .map((key) => sql`set_config(${SETTINGS[key]}, ${scope[key]!}, true)`);
   if (calls.length > 0) await sql`select ${sql.join(calls)}`.execute(trx);
 }
 

@@ -1,5 +1,5 @@
-import { bodyLimit as honoBodyLimit } from 'hono/body-limit';
 import type { Context, MiddlewareHandler } from 'hono';
+import { bodyLimit as honoBodyLimit } from 'hono/body-limit';
 import { ApiError } from '../errors.js';
 
 export const MAX_BODY_BYTES = 1_048_576;
@@ -18,7 +18,9 @@ export function bodyLimit({ maxSize = MAX_BODY_BYTES }: { maxSize?: number } = {
     // connection, and says so, so that a client's pool does not reuse it
     // (Node ends the socket after a response carrying `Connection: close`).
     onError: () => {
-      throw new ApiError('PAYLOAD_TOO_LARGE', `Request body exceeds ${maxSize} bytes`, { headers: { Connection: 'close' } });
+      throw new ApiError('PAYLOAD_TOO_LARGE', `Request body exceeds ${maxSize} bytes`, {
+        headers: { Connection: 'close' },
+      });
     },
   });
   return async function bodyLimit(c, next) {
@@ -36,7 +38,9 @@ export function bodyLimit({ maxSize = MAX_BODY_BYTES }: { maxSize?: number } = {
  */
 export function readWithoutBody(c: Context): boolean {
   const method = c.req.method;
-  return (method === 'GET' || method === 'HEAD') && !c.req.header('content-length') && !c.req.header('transfer-encoding');
+  return (
+    (method === 'GET' || method === 'HEAD') && !c.req.header('content-length') && !c.req.header('transfer-encoding')
+  );
 }
 
 const JSON_TYPE = /^application\/(?:[\w.+-]+\+)?json\s*(?:;|$)/i;

@@ -1,5 +1,5 @@
-import { cors as honoCors } from 'hono/cors';
 import type { MiddlewareHandler } from 'hono';
+import { cors as honoCors } from 'hono/cors';
 import type { Config } from '../config.js';
 
 /**
@@ -23,7 +23,15 @@ export function cors({ origins }: { origins: Config['cors']['origins'] }): Middl
     credentials: true,
     allowMethods: ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'],
     allowHeaders: ['Content-Type', 'Authorization', 'X-Request-Id'],
-    exposeHeaders: ['X-Request-Id', 'X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset', 'Retry-After', 'Deprecation', 'Link'],
+    exposeHeaders: [
+      'X-Request-Id',
+      'X-RateLimit-Limit',
+      'X-RateLimit-Remaining',
+      'X-RateLimit-Reset',
+      'Retry-After',
+      'Deprecation',
+      'Link',
+    ],
     maxAge: 600,
   });
   // A request without Origin is not a CORS request: no Access-Control header

@@ -43,7 +43,9 @@ export function originOf(value: string): string | null {
  * a JSON one, not a content-type error.
  */
 export function csrf({ trustedOrigins }: CsrfOptions): MiddlewareHandler {
-  const trusted = new Set(trustedOrigins.map((origin) => originOf(origin)).filter((origin): origin is string => origin !== null));
+  const trusted = new Set(
+    trustedOrigins.map((origin) => originOf(origin)).filter((origin): origin is string => origin !== null),
+  );
   return async function csrf(c, next) {
     if (SAFE_METHODS.has(c.req.method)) return next();
     const origin = c.req.header('origin');

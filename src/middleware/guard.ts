@@ -1,11 +1,11 @@
 import type { Context, MiddlewareHandler } from 'hono';
 import { matchedRoutes } from 'hono/route';
-import { ApiError } from '../errors.js';
 import type { Access } from '../auth/access.js';
 import { hasAll } from '../auth/permissions.js';
+import { ApiError } from '../errors.js';
 import type { AppEnv, EnrichedSession, TargetResolver } from '../types.js';
 
-export { access, type Access, type OrganizationTarget } from '../auth/access.js';
+export { type Access, access, type OrganizationTarget } from '../auth/access.js';
 export type { TargetResolver } from '../types.js';
 
 /** The session, loaded at most once per request (the session middleware installs the loader). */
@@ -24,11 +24,14 @@ const guards = new WeakMap<Function, Access>();
 
 /** 403 ACCOUNT_SCHEDULED_FOR_DELETION, saying when the purge is due. */
 export function scheduledForDeletion(session: EnrichedSession): ApiError {
-  return new ApiError('ACCOUNT_SCHEDULED_FOR_DELETION', `This account is scheduled for deletion; it will be purged after ${session.purgeAfter}. Reactivate it to continue.`, {
-    details: [{ path: 'purgeAfter', message: session.purgeAfter ?? '' }],
-  });
+  return new ApiError(
+    'ACCOUNT_SCHEDULED_FOR_DELETION',
+    `This account is scheduled for deletion; it will be purged after ${session.purgeAfter}. Reactivate it to continue.`,
+    {
+      details: [{ path: 'purgeAfter', message: session.purgeAfter ?? '' }],
+    },
+  );
 }
-
 
 /**
  * Spec §4: the global guard's seven steps, in order, for one route's declared
@@ -68,7 +71,9 @@ async function check(c: Context<AppEnv>, declared: Access, target?: TargetResolv
   if (declared.platformRoles && !declared.platformRoles.includes(session.user.role)) {
     throw new ApiError('FORBIDDEN', 'Forbidden');
   }
-  const organization = target ? await target(c, session) : { id: session.session.activeOrganizationId, permissions: session.permissions };
+  const organization = target
+    ? await target(c, session)
+    : { id: session.session.activeOrganizationId, permissions: session.permissions };
   // 6. Active organization (also implied by a permission list).
   const needsOrganization = declared.organization || (declared.permissions?.length ?? 0) > 0;
   if (needsOrganization && !organization.id) {

@@ -61,10 +61,13 @@ function inspect(root: unknown, maxDepth: number): ErrorDetail | null {
     }
     if (value === null || typeof value !== 'object') continue;
     if (depth >= maxDepth) return { path, message: `nested deeper than ${maxDepth} levels` };
-    const entries: [string, unknown][] = Array.isArray(value) ? value.map((item, index) => [String(index), item]) : Object.entries(value);
+    const entries: [string, unknown][] = Array.isArray(value)
+      ? value.map((item, index) => [String(index), item])
+      : Object.entries(value);
     for (const [key, inner] of entries) {
       const innerPath = path ? `${path}.${key}` : key;
-      if (key.includes('\u0000')) return { path: innerPath.replaceAll('\u0000', '\\u0000'), message: 'keys must not contain NUL characters' };
+      if (key.includes('\u0000'))
+        return { path: innerPath.replaceAll('\u0000', '\\u0000'), message: 'keys must not contain NUL characters' };
       stack.push({ value: inner, path: innerPath, depth: depth + 1 });
     }
   }

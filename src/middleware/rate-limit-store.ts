@@ -48,7 +48,12 @@ return 0
 `;
 
 /** Counters in a Redis-compatible store over its REST protocol: the production store (spec §8 rule 3). */
-export function createUpstashStore(options: { url: string; token: string; timeoutMs: number; prefix?: string }): RateLimitStore {
+export function createUpstashStore(options: {
+  url: string;
+  token: string;
+  timeoutMs: number;
+  prefix?: string;
+}): RateLimitStore {
   const prefix = options.prefix ?? PREFIX;
   const redis = new Redis({
     url: options.url,

@@ -1,6 +1,6 @@
 import type { Context, MiddlewareHandler } from 'hono';
-import { ApiError, tooMany } from '../errors.js';
 import type { Config } from '../config.js';
+import { ApiError, tooMany } from '../errors.js';
 import type { AppEnv, Clock } from '../types.js';
 import type { RateLimitDecision, RateLimitStore, RateLimitTier } from './rate-limit-store.js';
 
@@ -60,7 +60,10 @@ export function isAuthSensitive(path: string): boolean {
  */
 export function clientIpFromForwardedFor(header: string | undefined, hops = 1): string | null {
   if (!header || hops <= 0) return null;
-  const entries = header.split(',').map((entry) => entry.trim()).filter(Boolean);
+  const entries = header
+    .split(',')
+    .map((entry) => entry.trim())
+    .filter(Boolean);
   if (entries.length === 0) return null;
   return entries[Math.max(0, entries.length - hops)]!;
 }
@@ -88,7 +91,8 @@ async function signInEmail(c: Context<AppEnv>): Promise<string | null> {
     email = (JSON.parse(text) as { email?: unknown } | null)?.email;
   } catch {
     // A form body, should anything in front of the library ever accept one.
-    if (/^application\/x-www-form-urlencoded/i.test(c.req.header('content-type') ?? '')) email = new URLSearchParams(text).get('email');
+    if (/^application\/x-www-form-urlencoded/i.test(c.req.header('content-type') ?? ''))
+      email = new URLSearchParams(text).get('email');
   }
   return typeof email === 'string' && email.trim() !== '' ? email : null;
 }
@@ -135,7 +139,9 @@ export function rateLimit({
   const accountTier: RateLimitTier = { name: 'account', limit: config.account.limit, window: config.account.ttl };
 
   /** One identity's auth-tier decision: the refusal to answer with, or null. */
-  const authRefusal = async (identity: string): Promise<Pick<RateLimitDecision, 'limit' | 'remaining' | 'reset'> | null> => {
+  const authRefusal = async (
+    identity: string,
+  ): Promise<Pick<RateLimitDecision, 'limit' | 'remaining' | 'reset'> | null> => {
     const blockedUntil = await store.blockedUntil(authTier, identity);
     if (blockedUntil !== null) return { limit: authTier.limit, remaining: 0, reset: blockedUntil };
     const decision = await store.limit(authTier, identity);
@@ -162,7 +168,8 @@ export function rateLimit({
       const identities = userId ? [`ip:${ip}`, `user:${userId}`] : [`ip:${ip}`];
       try {
         const refusals = (await Promise.all(identities.map(authRefusal))).filter((refusal) => refusal !== null);
-        if (refusals.length > 0) throw tooMany({ ...refusals[0]!, reset: Math.max(...refusals.map((refusal) => refusal.reset)) }, clock());
+        if (refusals.length > 0)
+          throw tooMany({ ...refusals[0]!, reset: Math.max(...refusals.map((refusal) => refusal.reset)) }, clock());
       } catch (error) {
         failClosed(c, 'auth', error);
       }
@@ -172,11 +179,16 @@ export function rateLimit({
     try {
       decision = await store.limit(globalTier, userId ? `user:${userId}` : `ip:${ip}`);
     } catch (error) {
-      c.get('logger')?.error('rate_limit.store_failed', { tier: 'global', failOpen: true, error: String((error as Error)?.message ?? error) });
+      c.get('logger')?.error('rate_limit.store_failed', {
+        tier: 'global',
+        failOpen: true,
+        error: String((error as Error)?.message ?? error),
+      });
     }
     if (decision && !decision.success) throw tooMany(decision, clock());
 
-    const email = c.req.method === 'POST' && normalizePath(c.req.path) === PASSWORD_SIGN_IN_PATH ? await signInEmail(c) : null;
+    const email =
+      c.req.method === 'POST' && normalizePath(c.req.path) === PASSWORD_SIGN_IN_PATH ? await signInEmail(c) : null;
     if (!email) return next();
     const account = await accountKey(email);
     let reservation: RateLimitDecision;
@@ -192,7 +204,11 @@ export function rateLimit({
       if (c.res.status !== 401) {
         await store.refund(accountTier, account, reservation.reset).catch((error: unknown) => {
           // The attempt stays counted: a lost refund errs on the side of the account.
-          c.get('logger')?.error('rate_limit.store_failed', { tier: 'account', refund: true, error: String((error as Error)?.message ?? error) });
+          c.get('logger')?.error('rate_limit.store_failed', {
+            tier: 'account',
+            refund: true,
+            error: String((error as Error)?.message ?? error),
+          });
         });
       }
     }

@@ -1,8 +1,8 @@
-import { requestId as honoRequestId } from 'hono/request-id';
 import type { MiddlewareHandler } from 'hono';
-import type { AppEnv } from '../types.js';
+import { requestId as honoRequestId } from 'hono/request-id';
 import type { Logger } from '../logger.js';
 import { runInRequestScope } from '../request-scope.js';
+import type { AppEnv } from '../types.js';
 
 /**
  * `X-Request-Id` on every response: the client's when well-formed (word
@@ -17,7 +17,13 @@ export function requestId(): MiddlewareHandler<AppEnv> {
  * line per request. The query string is never logged (it carries tokens:
  * verification and magic links).
  */
-export function accessLog({ logger, now = () => performance.now() }: { logger: Logger; now?: () => number }): MiddlewareHandler<AppEnv> {
+export function accessLog({
+  logger,
+  now = () => performance.now(),
+}: {
+  logger: Logger;
+  now?: () => number;
+}): MiddlewareHandler<AppEnv> {
   return async function accessLog(c, next) {
     const started = now();
     const requestLogger = logger.child({ requestId: c.get('requestId') });

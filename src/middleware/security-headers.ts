@@ -13,7 +13,11 @@ export const DEFAULT_CSP_HOSTS: SecurityHeadersOptions = {
   avatarHost: 'https://lh3.googleusercontent.com https://avatars.githubusercontent.com',
 };
 
-const sources = (...values: string[]) => values.flatMap((value) => value.split(/\s+/)).filter(Boolean).join(' ');
+const sources = (...values: string[]) =>
+  values
+    .flatMap((value) => value.split(/\s+/))
+    .filter(Boolean)
+    .join(' ');
 
 /**
  * Spec §8 "Security headers (all responses)", exact values: the one table the

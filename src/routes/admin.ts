@@ -28,12 +28,19 @@ const listRoute = defineRoute({
   responses: {
     200: {
       description: 'A page of users, newest first',
-      content: { 'application/json': { schema: z.object({ items: z.array(AdminUserSchema), nextCursor: z.string().nullable() }) } },
+      content: {
+        'application/json': {
+          schema: z.object({ items: z.array(AdminUserSchema), nextCursor: z.string().nullable() }),
+        },
+      },
     },
   },
 });
 
-const RoleChangeSchema = z.object({ role: z.enum(PLATFORM_ROLES) }).strict().openapi('PlatformRoleChange');
+const RoleChangeSchema = z
+  .object({ role: z.enum(PLATFORM_ROLES) })
+  .strict()
+  .openapi('PlatformRoleChange');
 
 const changeRoleRoute = defineRoute({
   method: 'patch',
@@ -45,7 +52,10 @@ const changeRoleRoute = defineRoute({
     body: { content: { 'application/json': { schema: RoleChangeSchema } } },
   },
   responses: {
-    200: { description: 'The new role', content: { 'application/json': { schema: z.object({ id: z.uuid(), role: z.enum(PLATFORM_ROLES) }) } } },
+    200: {
+      description: 'The new role',
+      content: { 'application/json': { schema: z.object({ id: z.uuid(), role: z.enum(PLATFORM_ROLES) }) } },
+    },
   },
 });
 
@@ -73,7 +83,12 @@ export function adminRoutes({ db }: { db: Kysely<DB> }) {
       const actor = sessionOf(c);
       const { id } = c.req.valid('param');
       const { role } = c.req.valid('json');
-      const changed = await changePlatformRole(db, { userId: id, role, actorId: actor.user.id, requestId: c.get('requestId') });
+      const changed = await changePlatformRole(db, {
+        userId: id,
+        role,
+        actorId: actor.user.id,
+        requestId: c.get('requestId'),
+      });
       return c.json({ id: changed.id, role: changed.role }, 200);
     });
 }

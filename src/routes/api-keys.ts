@@ -46,7 +46,8 @@ const ExpiresAt = z.iso
   .refine((value) => Date.parse(value) <= LAST_INSTANT, { message: 'must be no later than 9999-12-31T23:59:59.999Z' })
   .openapi({
     pattern: OFFSET.source,
-    description: 'RFC 3339 date-time with a 4-digit year, Z or an offset within ±14:00, in the future and no later than 9999-12-31T23:59:59.999Z; echoed in UTC',
+    description:
+      'RFC 3339 date-time with a 4-digit year, Z or an offset within ±14:00, in the future and no later than 9999-12-31T23:59:59.999Z; echoed in UTC',
   });
 
 const CreateApiKeySchema = z
@@ -72,7 +73,7 @@ const listRoute = defineRoute({
   method: 'get',
   path: '/api/api-keys',
   access: access.permissions('api_keys:read'),
-  summary: "API keys of the active organization (never the key, its hash or salt)",
+  summary: 'API keys of the active organization (never the key, its hash or salt)',
   responses: { 200: jsonContent(z.array(ApiKeySchema), 'Keys, newest first') },
 });
 
@@ -82,10 +83,26 @@ const revokeRoute = defineRoute({
   access: access.permissions('api_keys:write'),
   summary: 'Revoke an API key (idempotent)',
   request: { params: IdParams },
-  responses: { 200: jsonContent(z.object({ id: z.uuid(), revoked: z.literal(true), revokedAt: z.iso.datetime() }), 'The key is revoked') },
+  responses: {
+    200: jsonContent(
+      z.object({ id: z.uuid(), revoked: z.literal(true), revokedAt: z.iso.datetime() }),
+      'The key is revoked',
+    ),
+  },
 });
 
-type KeyRow = { id: string; name: string; scopes: string[]; expires_at: Date | null; key_prefix: string; last_four: string; created_at: Date; created_by: string; revoked_at: Date | null; last_used_at: Date | null };
+type KeyRow = {
+  id: string;
+  name: string;
+  scopes: string[];
+  expires_at: Date | null;
+  key_prefix: string;
+  last_four: string;
+  created_at: Date;
+  created_by: string;
+  revoked_at: Date | null;
+  last_used_at: Date | null;
+};
 const iso = (value: Date | null) => (value ? new Date(value).toISOString() : null);
 
 function toApiKey(row: KeyRow) {
@@ -112,20 +129,34 @@ export function apiKeyRoutes({ db, clock }: { db: Kysely<DB>; clock: Clock }) {
       const { name, scopes, expiresAt } = c.req.valid('json');
       const expires = expiresAt ? new Date(expiresAt) : null;
       if (expires && expires.getTime() <= clock().getTime()) {
-        throw new ApiError('VALIDATION_ERROR', 'Request validation failed', { details: [{ path: 'expiresAt', message: 'must be in the future' }] });
+        throw new ApiError('VALIDATION_ERROR', 'Request validation failed', {
+          details: [{ path: 'expiresAt', message: 'must be in the future' }],
+        });
       }
       const known = await knownPermissions(db);
       const unknown = scopes.filter((scope) => !known.has(scope));
       if (unknown.length > 0) {
-        throw new ApiError('VALIDATION_ERROR', 'Request validation failed', { details: unknown.map((scope) => ({ path: 'scopes', message: `unknown permission ${scope}` })) });
+        throw new ApiError('VALIDATION_ERROR', 'Request validation failed', {
+          details: unknown.map((scope) => ({ path: 'scopes', message: `unknown permission ${scope}` })),
+        });
       }
       // Spec §8: scopes are a subset of the creator's own organization permissions.
       const lacking = missing(session.permissions, scopes);
       if (lacking.length > 0) {
-        throw new ApiError('INSUFFICIENT_PERMISSIONS', 'Insufficient permissions', { details: lacking.map((scope) => ({ path: 'scopes', message: `caller lacks ${scope}` })) });
+        throw new ApiError('INSUFFICIENT_PERMISSIONS', 'Insufficient permissions', {
+          details: lacking.map((scope) => ({ path: 'scopes', message: `caller lacks ${scope}` })),
+        });
       }
       const material = generateKey();
-      const row = await insertKey(db, { tenantId, createdBy: session.user.id, name, scopes: [...scopes].sort(), expiresAt: expires, material, requestId: c.get('requestId') });
+      const row = await insertKey(db, {
+        tenantId,
+        createdBy: session.user.id,
+        name,
+        scopes: [...scopes].sort(),
+        expiresAt: expires,
+        material,
+        requestId: c.get('requestId'),
+      });
       const { revokedAt: _r, lastUsedAt: _l, ...created } = toApiKey(row);
       return c.json({ ...created, key: material.key }, 201);
     })
@@ -138,7 +169,12 @@ export function apiKeyRoutes({ db, clock }: { db: Kysely<DB>; clock: Clock }) {
       const session = sessionOf(c);
       const tenantId = session.session.activeOrganizationId!;
       const { id } = c.req.valid('param');
-      const revokedAt = await revokeKey(db, { tenantId, keyId: id, actorId: session.user.id, requestId: c.get('requestId') });
+      const revokedAt = await revokeKey(db, {
+        tenantId,
+        keyId: id,
+        actorId: session.user.id,
+        requestId: c.get('requestId'),
+      });
       if (!revokedAt) throw new ApiError('NOT_FOUND', 'API key not found');
       return c.json({ id, revoked: true as const, revokedAt: new Date(revokedAt).toISOString() }, 200);
     });

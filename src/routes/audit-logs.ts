@@ -26,7 +26,11 @@ const route = defineRoute({
   responses: {
     200: {
       description: 'A page of entries',
-      content: { 'application/json': { schema: z.object({ items: z.array(AuditEntrySchema), nextCursor: z.string().nullable() }) } },
+      content: {
+        'application/json': {
+          schema: z.object({ items: z.array(AuditEntrySchema), nextCursor: z.string().nullable() }),
+        },
+      },
     },
   },
 });

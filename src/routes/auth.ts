@@ -3,7 +3,7 @@ import type { Context } from 'hono';
 import type { Kysely } from 'kysely';
 import type { Auth } from '../auth/auth.js';
 import { answerForLibrary, withoutTokens } from '../auth/library-answers.js';
-import { libraryInput, type JsonObject, type LibraryInput } from '../auth/library-input.js';
+import { type JsonObject, type LibraryInput, libraryInput } from '../auth/library-input.js';
 import { forwardedRequest, spendInvitationBudget } from '../auth/library-request.js';
 import { LIBRARY_ROUTES, type LibraryRoute } from '../auth/library-routes.js';
 import {
@@ -11,8 +11,8 @@ import {
   authorizedOrganization,
   beforeOrganizationCall,
   checkInvitation,
-  organizationTarget,
   type OrganizationCall,
+  organizationTarget,
 } from '../auth/organization-gate.js';
 import type { Config } from '../config.js';
 import { runInTransaction } from '../db/ambient.js';
@@ -34,7 +34,9 @@ const providersRoute = defineRoute({
   responses: {
     200: {
       description: 'One boolean per provider',
-      content: { 'application/json': { schema: z.object({ google: z.boolean(), github: z.boolean() }).openapi('Providers') } },
+      content: {
+        'application/json': { schema: z.object({ google: z.boolean(), github: z.boolean() }).openapi('Providers') },
+      },
     },
   },
 });
@@ -53,8 +55,13 @@ function reply(response: Response, body: unknown): Response {
  * derive (upper snake case of it).
  */
 function withErrorCode(response: Response, body: { code?: unknown; message?: unknown } | null): Response {
-  if (!body || typeof body !== 'object' || typeof body.code === 'string' || typeof body.message !== 'string') return response;
-  const code = body.message.toUpperCase().replace(/[^A-Z0-9]+/g, '_').replace(/^_+|_+$/g, '') || `HTTP_${response.status}`;
+  if (!body || typeof body !== 'object' || typeof body.code === 'string' || typeof body.message !== 'string')
+    return response;
+  const code =
+    body.message
+      .toUpperCase()
+      .replace(/[^A-Z0-9]+/g, '_')
+      .replace(/^_+|_+$/g, '') || `HTTP_${response.status}`;
   return reply(response, { code, message: body.message });
 }
 
@@ -85,18 +92,28 @@ interface Deps {
  */
 export function authRoutes({ auth, config, db, store, clock }: Deps) {
   const router = createRouter();
-  router.openapi(providersRoute, (c) => c.json({ google: config.oauth.google !== null, github: config.oauth.github !== null }, 200));
+  router.openapi(providersRoute, (c) =>
+    c.json({ google: config.oauth.google !== null, github: config.oauth.github !== null }, 200),
+  );
 
   const forward = async (c: Context<AppEnv>, request: Request): Promise<{ response: Response; body: unknown }> => {
     const response = await auth.handler(request);
     // The library's own 5xx answers carry no contract body: ours does, with the
     // request id, and throwing rolls back an ambient transaction.
     if (response.status >= 500) {
-      throw new ApiError('INTERNAL_ERROR', 'Internal server error', { cause: new Error(`auth library answered ${response.status} on ${c.req.path}`) });
+      throw new ApiError('INTERNAL_ERROR', 'Internal server error', {
+        cause: new Error(`auth library answered ${response.status} on ${c.req.path}`),
+      });
     }
-    if (response.status === 404 && !response.headers.get('content-type')?.includes('json')) throw new ApiError('NOT_FOUND', 'Not found');
+    if (response.status === 404 && !response.headers.get('content-type')?.includes('json'))
+      throw new ApiError('NOT_FOUND', 'Not found');
     const isJson = response.headers.get('content-type')?.includes('json') ?? false;
-    const body = isJson ? await response.clone().json().catch(() => undefined) : undefined;
+    const body = isJson
+      ? await response
+          .clone()
+          .json()
+          .catch(() => undefined)
+      : undefined;
     return { response, body };
   };
 
@@ -111,9 +128,16 @@ export function authRoutes({ auth, config, db, store, clock }: Deps) {
     const target = authorizedOrganization(c);
     let input: LibraryInput = await libraryInput(c, route);
     if (target?.id && route.organization) input = withOrganizationIn(route, target.id, input);
-    if (route.answeredByService) return c.json((await answerForLibrary(db, route.path, { session: session!, target: target!, input })) as object);
+    if (route.answeredByService)
+      return c.json((await answerForLibrary(db, route.path, { session: session!, target: target!, input })) as object);
 
-    const call: OrganizationCall = { path: route.path, session, organizationId: target?.id ?? null, body: input.body, requestId: c.get('requestId') };
+    const call: OrganizationCall = {
+      path: route.path,
+      session,
+      organizationId: target?.id ?? null,
+      body: input.body,
+      requestId: c.get('requestId'),
+    };
     if (route.path === '/organization/invite-member') {
       await spendInvitationBudget(store, clock, session!.user.id, call.organizationId!);
       input = { ...input, body: await checkInvitation(db, call, target!.permissions) };
@@ -133,12 +157,18 @@ export function authRoutes({ auth, config, db, store, clock }: Deps) {
       const { response, body } = await forward(c, request);
       if (!session || !body || typeof body !== 'object') return reply(response, null);
       const answer = withoutTokens(body) as { session: JsonObject };
-      return reply(response, { ...answer, session: { ...answer.session, activeOrganizationId: session.session.activeOrganizationId } });
+      return reply(response, {
+        ...answer,
+        session: { ...answer.session, activeOrganizationId: session.session.activeOrganizationId },
+      });
     }
     if (route.path === '/list-sessions') {
       const { response, body } = await forward(c, request);
       if (!Array.isArray(body)) return finish(response, body);
-      return reply(response, (withoutTokens(body) as JsonObject[]).map((entry) => ({ ...entry, current: entry.id === session!.session.id })));
+      return reply(
+        response,
+        (withoutTokens(body) as JsonObject[]).map((entry) => ({ ...entry, current: entry.id === session!.session.id })),
+      );
     }
     if (!route.transactional) {
       const { response, body } = await forward(c, request);

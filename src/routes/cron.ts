@@ -24,10 +24,21 @@ const route = defineRoute({
 });
 
 /** API.md cron row: 401 without the right secret, and always 401 when CRON_SECRET is unset. */
-export function cronRoutes({ db, clock, cronSecret, graceDays }: { db: Kysely<DB>; clock: Clock; cronSecret: string | null; graceDays: number }) {
+export function cronRoutes({
+  db,
+  clock,
+  cronSecret,
+  graceDays,
+}: {
+  db: Kysely<DB>;
+  clock: Clock;
+  cronSecret: string | null;
+  graceDays: number;
+}) {
   return createRouter().openapi(route, async (c) => {
     const presented = /^Bearer (.+)$/.exec(c.req.header('authorization') ?? '')?.[1] ?? '';
-    if (!cronSecret || !safeEqual(presented, cronSecret)) throw new ApiError('UNAUTHORIZED', 'Invalid cron credentials');
+    if (!cronSecret || !safeEqual(presented, cronSecret))
+      throw new ApiError('UNAUTHORIZED', 'Invalid cron credentials');
     const result = await purgeExpiredAccounts(db, { now: clock(), graceDays, logger: c.get('logger') });
     return c.json(result, 200);
   });

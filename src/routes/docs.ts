@@ -27,7 +27,11 @@ export function mountDocs(app: OpenAPIHono<AppEnv>, { enabled, serverUrl }: { en
     scheme: 'bearer',
     description: '`sk_live_…` API key; authenticates permission-guarded tenant routes only when API_KEY_AUTH=enabled',
   });
-  app.openAPIRegistry.registerComponent('securitySchemes', 'cronSecret', { type: 'http', scheme: 'bearer', description: 'CRON_SECRET' });
+  app.openAPIRegistry.registerComponent('securitySchemes', 'cronSecret', {
+    type: 'http',
+    scheme: 'bearer',
+    description: 'CRON_SECRET',
+  });
   // Referenced by every response object (router.ts defineRoute).
   app.openAPIRegistry.registerComponent('headers', REQUEST_ID_HEADER.name, REQUEST_ID_HEADER.header);
 
@@ -39,12 +43,17 @@ export function mountDocs(app: OpenAPIHono<AppEnv>, { enabled, serverUrl }: { en
         info: {
           title: 'Gatehouse',
           version: '0.1.0',
-          description: 'Multi-tenant authentication, authorization and API keys. `/api/auth/*` is served by better-auth and not described here beyond the routes this service adds.',
+          description:
+            'Multi-tenant authentication, authorization and API keys. `/api/auth/*` is served by better-auth and not described here beyond the routes this service adds.',
         },
         servers: [{ url: serverUrl }],
       }),
     );
   });
   // The UI's assets come from the CDN the CSP names ({cdn_host}), pinned to the version the tests render.
-  app.get('/api/docs', guard(access.public()), enabled ? swaggerUI({ url: '/api/openapi.json', version: SWAGGER_UI_VERSION }) : notFound);
+  app.get(
+    '/api/docs',
+    guard(access.public()),
+    enabled ? swaggerUI({ url: '/api/openapi.json', version: SWAGGER_UI_VERSION }) : notFound,
+  );
 }

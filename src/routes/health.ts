@@ -1,5 +1,5 @@
 import { z } from '@hono/zod-openapi';
-import { sql, type Kysely } from 'kysely';
+import { type Kysely, sql } from 'kysely';
 import { ApiError } from '../errors.js';
 import { access } from '../middleware/guard.js';
 import { createRouter, defineRoute } from '../router.js';
@@ -11,9 +11,13 @@ const route = defineRoute({
   path: '/api/health',
   access: access.public(),
   summary: 'Liveness and database reachability',
-  description: 'The database is asked at most once per second: answers within a second of a successful check share it; a failure is never reused.',
+  description:
+    'The database is asked at most once per second: answers within a second of a successful check share it; a failure is never reused.',
   responses: {
-    200: { description: 'The service and its database answer', content: { 'application/json': { schema: HealthSchema } } },
+    200: {
+      description: 'The service and its database answer',
+      content: { 'application/json': { schema: HealthSchema } },
+    },
   },
 });
 
@@ -33,7 +37,12 @@ export interface DatabaseProbeOptions {
  * second, not one per request. A failure is shared only by the checks that
  * waited on it; the next check asks again.
  */
-export function createDatabaseProbe({ db, timeoutMs = 2000, freshMs = 1000, now = () => performance.now() }: DatabaseProbeOptions): () => Promise<void> {
+export function createDatabaseProbe({
+  db,
+  timeoutMs = 2000,
+  freshMs = 1000,
+  now = () => performance.now(),
+}: DatabaseProbeOptions): () => Promise<void> {
   let okAt = Number.NEGATIVE_INFINITY;
   let inFlight: Promise<void> | null = null;
   const ask = async () => {

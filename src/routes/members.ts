@@ -21,7 +21,9 @@ const MemberSchema = z
   .openapi('Member');
 
 const RoleChangeBody = z.object({ roleId: uuidV4() }).strict().openapi('MemberRoleChange');
-const RoleChangeResult = z.object({ memberId: z.uuid(), roleId: z.uuid(), previousRoleId: z.uuid().nullable() }).openapi('MemberRoleChangeResult');
+const RoleChangeResult = z
+  .object({ memberId: z.uuid(), roleId: z.uuid(), previousRoleId: z.uuid().nullable() })
+  .openapi('MemberRoleChangeResult');
 
 const listRoute = defineRoute({
   method: 'get',
@@ -57,10 +59,17 @@ const deprecatedChangeRoute = defineRoute({
     200: {
       ...jsonContent(RoleChangeResult, 'The role changed; Deprecation and Link headers name the successor'),
       headers: {
-        Deprecation: { description: 'Always `true`: this route is deprecated', schema: { type: 'string', enum: ['true'] } },
+        Deprecation: {
+          description: 'Always `true`: this route is deprecated',
+          schema: { type: 'string', enum: ['true'] },
+        },
         Link: {
-          description: 'The successor route for this member: `</api/admin/members/{memberId}>; rel="successor-version"`',
-          schema: { type: 'string', example: '</api/admin/members/3f2b7c1e-9a4d-4e8b-8c1f-2d6e5a7b9c0d>; rel="successor-version"' },
+          description:
+            'The successor route for this member: `</api/admin/members/{memberId}>; rel="successor-version"`',
+          schema: {
+            type: 'string',
+            example: '</api/admin/members/3f2b7c1e-9a4d-4e8b-8c1f-2d6e5a7b9c0d>; rel="successor-version"',
+          },
         },
       },
     },
@@ -72,9 +81,18 @@ const transferRoute = defineRoute({
   path: '/api/roles/transfer-ownership',
   access: access.permissions('members:write'),
   summary: 'Hand ownership to an Admin (the caller must be the current Owner)',
-  request: { body: { content: { 'application/json': { schema: z.object({ targetMemberId: uuidV4() }).strict().openapi('TransferOwnership') } } } },
+  request: {
+    body: {
+      content: {
+        'application/json': { schema: z.object({ targetMemberId: uuidV4() }).strict().openapi('TransferOwnership') },
+      },
+    },
+  },
   responses: {
-    200: jsonContent(z.object({ transferred: z.literal(true), previousOwnerMemberId: z.uuid(), newOwnerMemberId: z.uuid() }), 'Owner and Admin swapped'),
+    200: jsonContent(
+      z.object({ transferred: z.literal(true), previousOwnerMemberId: z.uuid(), newOwnerMemberId: z.uuid() }),
+      'Owner and Admin swapped',
+    ),
   },
 });
 
@@ -82,7 +100,13 @@ const transferRoute = defineRoute({
 export function memberRoutes({ db }: { db: Kysely<DB> }) {
   const change = (c: Context<AppEnv>, memberId: string, roleId: string) => {
     const actor = sessionOf(c);
-    return setMemberRole(db, { tenantId: actor.session.activeOrganizationId!, memberId, roleId, actor, requestId: c.get('requestId') });
+    return setMemberRole(db, {
+      tenantId: actor.session.activeOrganizationId!,
+      memberId,
+      roleId,
+      actor,
+      requestId: c.get('requestId'),
+    });
   };
 
   return createRouter()
@@ -90,7 +114,15 @@ export function memberRoutes({ db }: { db: Kysely<DB> }) {
       const tenantId = sessionOf(c).session.activeOrganizationId!;
       const members = await listMembers(db, tenantId);
       return c.json(
-        members.map((m) => ({ id: m.id, userId: m.user_id, email: m.email, name: m.name, roleId: m.role_id, roleSlug: m.role_slug, createdAt: m.created_at.toISOString() })),
+        members.map((m) => ({
+          id: m.id,
+          userId: m.user_id,
+          email: m.email,
+          name: m.name,
+          roleId: m.role_id,
+          roleSlug: m.role_slug,
+          createdAt: m.created_at.toISOString(),
+        })),
         200,
       );
     })
@@ -109,7 +141,12 @@ export function memberRoutes({ db }: { db: Kysely<DB> }) {
       const actor = sessionOf(c);
       const tenantId = actor.session.activeOrganizationId!;
       const { targetMemberId } = c.req.valid('json');
-      const result = await transferOwnership(db, { tenantId, userId: actor.user.id, targetMemberId, requestId: c.get('requestId') });
+      const result = await transferOwnership(db, {
+        tenantId,
+        userId: actor.user.id,
+        targetMemberId,
+        requestId: c.get('requestId'),
+      });
       return c.json(result, 200);
     });
 }

@@ -10,13 +10,21 @@ import type { EnrichedSession } from '../types.js';
 import { displayName, IdParams, PermissionList, RoleSchema, toRoleRecord, updateBody } from './schemas.js';
 
 const Name = displayName(100).openapi({
-  description: 'Its slug is the lower-cased letters and digits of the name (accents dropped) joined by hyphens, and must not be empty',
+  description:
+    'Its slug is the lower-cased letters and digits of the name (accents dropped) joined by hyphens, and must not be empty',
 });
 // Line breaks are fine in a description (NUL is refused in every body by middleware/json-input.ts).
 const Description = z.string().max(500);
 
-const CreateRoleSchema = z.object({ name: Name, description: Description.default(''), permissions: PermissionList }).strict().openapi('CreateRole');
-const UpdateRoleSchema = updateBody('UpdateRole', { name: Name.optional(), description: Description.optional(), permissions: PermissionList.optional() });
+const CreateRoleSchema = z
+  .object({ name: Name, description: Description.default(''), permissions: PermissionList })
+  .strict()
+  .openapi('CreateRole');
+const UpdateRoleSchema = updateBody('UpdateRole', {
+  name: Name.optional(),
+  description: Description.optional(),
+  permissions: PermissionList.optional(),
+});
 
 const listRoute = defineRoute({
   method: 'get',
@@ -51,7 +59,10 @@ const deleteRoleRoute = defineRoute({
   summary: 'Delete a custom role; its members move to Viewer',
   request: { params: IdParams },
   responses: {
-    200: jsonContent(z.object({ id: z.uuid(), deleted: z.literal(true), reassignedMembers: z.number().int() }), 'The role is gone'),
+    200: jsonContent(
+      z.object({ id: z.uuid(), deleted: z.literal(true), reassignedMembers: z.number().int() }),
+      'The role is gone',
+    ),
   },
 });
 
@@ -60,17 +71,24 @@ async function checkGrantable(db: Kysely<DB>, session: EnrichedSession, permissi
   const known = await knownPermissions(db);
   const unknown = permissions.filter((permission) => !known.has(permission));
   if (unknown.length > 0) {
-    throw new ApiError('VALIDATION_ERROR', 'Unknown permissions', { details: unknown.map((p) => ({ path: 'permissions', message: `unknown permission ${p}` })) });
+    throw new ApiError('VALIDATION_ERROR', 'Unknown permissions', {
+      details: unknown.map((p) => ({ path: 'permissions', message: `unknown permission ${p}` })),
+    });
   }
   const lacking = session.user.role === 'superadmin' ? [] : missing(session.permissions, permissions);
   if (lacking.length > 0) {
-    throw new ApiError('INSUFFICIENT_PERMISSIONS', 'Insufficient permissions', { details: lacking.map((p) => ({ path: 'permissions', message: `caller lacks ${p}` })) });
+    throw new ApiError('INSUFFICIENT_PERMISSIONS', 'Insufficient permissions', {
+      details: lacking.map((p) => ({ path: 'permissions', message: `caller lacks ${p}` })),
+    });
   }
 }
 
 function slugOf(name: string): string {
   const slug = slugify(name);
-  if (!slug) throw new ApiError('VALIDATION_ERROR', 'Request validation failed', { details: [{ path: 'name', message: 'must contain a letter or digit' }] });
+  if (!slug)
+    throw new ApiError('VALIDATION_ERROR', 'Request validation failed', {
+      details: [{ path: 'name', message: 'must contain a letter or digit' }],
+    });
   return slug;
 }
 
@@ -88,7 +106,15 @@ export function roleRoutes({ db }: { db: Kysely<DB> }) {
       const { name, description, permissions } = c.req.valid('json');
       await checkGrantable(db, session, permissions);
       const slug = slugOf(name);
-      const role = await createRole(db, { tenantId, name, slug, description, permissions, actorId: session.user.id, requestId: c.get('requestId') });
+      const role = await createRole(db, {
+        tenantId,
+        name,
+        slug,
+        description,
+        permissions,
+        actorId: session.user.id,
+        requestId: c.get('requestId'),
+      });
       return c.json(toRoleRecord(role), 201);
     })
     .openapi(updateRoleRoute, async (c) => {
@@ -98,14 +124,25 @@ export function roleRoutes({ db }: { db: Kysely<DB> }) {
       const changes = c.req.valid('json');
       if (changes.permissions) await checkGrantable(db, session, changes.permissions);
       const slug = changes.name === undefined ? undefined : slugOf(changes.name);
-      const role = await updateRole(db, { tenantId, id, changes: { ...changes, slug }, actorId: session.user.id, requestId: c.get('requestId') });
+      const role = await updateRole(db, {
+        tenantId,
+        id,
+        changes: { ...changes, slug },
+        actorId: session.user.id,
+        requestId: c.get('requestId'),
+      });
       return c.json(toRoleRecord(role), 200);
     })
     .openapi(deleteRoleRoute, async (c) => {
       const session = sessionOf(c);
       const tenantId = session.session.activeOrganizationId!;
       const { id } = c.req.valid('param');
-      const reassigned = await deleteRole(db, { tenantId, id, actorId: session.user.id, requestId: c.get('requestId') });
+      const reassigned = await deleteRole(db, {
+        tenantId,
+        id,
+        actorId: session.user.id,
+        requestId: c.get('requestId'),
+      });
       return c.json({ id, deleted: true as const, reassignedMembers: reassigned }, 200);
     });
 }

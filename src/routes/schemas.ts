@@ -11,18 +11,25 @@ export const uuidV4 = () => z.uuidv4().openapi({ pattern: z.regexes.uuid(4).sour
 export const IdParams = z.object({ id: uuidV4().openapi({ param: { name: 'id', in: 'path' } }) });
 
 /** A permission string in `resource:action` form (spec §2). */
-export const PermissionString = z.string().regex(PERMISSION_PATTERN, { message: 'must be <resource>:<action> with a known resource and action' });
+export const PermissionString = z
+  .string()
+  .regex(PERMISSION_PATTERN, { message: 'must be <resource>:<action> with a known resource and action' });
 
 /**
  * A list without repeats: the refine enforces it, `uniqueItems` documents it
  * (zod has no such check of its own). Bounds are given here because zod's
  * metadata belongs to one schema instance and `.min()` afterwards would drop it.
  */
-export function uniqueArray<T extends z.ZodType>(item: T, { min, max, what }: { min?: number; max?: number; what: string }) {
+export function uniqueArray<T extends z.ZodType>(
+  item: T,
+  { min, max, what }: { min?: number; max?: number; what: string },
+) {
   let list = z.array(item);
   if (min !== undefined) list = list.min(min);
   if (max !== undefined) list = list.max(max);
-  return list.refine((values) => new Set(values).size === values.length, { message: `must not repeat a ${what}` }).openapi({ uniqueItems: true });
+  return list
+    .refine((values) => new Set(values).size === values.length, { message: `must not repeat a ${what}` })
+    .openapi({ uniqueItems: true });
 }
 
 /** A list of distinct permission strings. */
@@ -36,7 +43,9 @@ export function updateBody<T extends z.ZodRawShape>(name: string, shape: T) {
   return z
     .object(shape)
     .strict()
-    .refine((body) => Object.keys(body).length > 0, { message: `give at least one of ${Object.keys(shape).join(', ')}` })
+    .refine((body) => Object.keys(body).length > 0, {
+      message: `give at least one of ${Object.keys(shape).join(', ')}`,
+    })
     .openapi(name, { minProperties: 1 });
 }
 

@@ -23,7 +23,10 @@ const route = defineRoute({
   access: access.optional(),
   summary: 'The enriched session of the caller, or null when signed out',
   responses: {
-    200: { description: 'The enriched session, or null', content: { 'application/json': { schema: EnrichedSessionSchema.nullable() } } },
+    200: {
+      description: 'The enriched session, or null',
+      content: { 'application/json': { schema: EnrichedSessionSchema.nullable() } },
+    },
   },
 });
 

@@ -1,8 +1,15 @@
 import { z } from '@hono/zod-openapi';
-import { PLATFORM_ROLES } from '../auth/permissions.js';
 import type { Kysely } from 'kysely';
+import { PLATFORM_ROLES } from '../auth/permissions.js';
 import type { DB } from '../db/database.js';
-import { exportAccount, findProfile, purgeAccount, purgeAfter, reactivate, scheduleDeletion } from '../db/queries/accounts.js';
+import {
+  exportAccount,
+  findProfile,
+  purgeAccount,
+  purgeAfter,
+  reactivate,
+  scheduleDeletion,
+} from '../db/queries/accounts.js';
 import { ApiError } from '../errors.js';
 import { access, sessionOf } from '../middleware/guard.js';
 import { createRouter, defineRoute, jsonContent } from '../router.js';
@@ -35,7 +42,10 @@ const scheduleRoute = defineRoute({
   access: access.session(),
   summary: 'Schedule your account for deletion',
   responses: {
-    202: jsonContent(z.object({ deletedAt: z.iso.datetime(), purgeAfter: z.iso.datetime() }), 'Scheduled; the account is purged after the grace period'),
+    202: jsonContent(
+      z.object({ deletedAt: z.iso.datetime(), purgeAfter: z.iso.datetime() }),
+      'Scheduled; the account is purged after the grace period',
+    ),
   },
 });
 
@@ -81,7 +91,13 @@ const exportRoute = defineRoute({
           }),
         ),
         auditEntries: z.array(
-          z.object({ id: z.uuid(), action: z.string(), organizationId: z.uuid().nullable(), metadata: z.record(z.string(), z.unknown()), createdAt: z.iso.datetime() }),
+          z.object({
+            id: z.uuid(),
+            action: z.string(),
+            organizationId: z.uuid().nullable(),
+            metadata: z.record(z.string(), z.unknown()),
+            createdAt: z.iso.datetime(),
+          }),
         ),
       }),
       "The caller's own data; no secrets, nobody else's data",
@@ -94,7 +110,18 @@ const purgeRoute = defineRoute({
   path: '/api/users/me/purge',
   access: allowlisted,
   summary: 'Purge your scheduled account now (confirm with your email)',
-  request: { body: { content: { 'application/json': { schema: z.object({ confirmEmail: z.string().min(1).max(320) }).strict().openapi('PurgeConfirmation') } } } },
+  request: {
+    body: {
+      content: {
+        'application/json': {
+          schema: z
+            .object({ confirmEmail: z.string().min(1).max(320) })
+            .strict()
+            .openapi('PurgeConfirmation'),
+        },
+      },
+    },
+  },
   responses: { 200: jsonContent(z.object({ purged: z.literal(true) }), 'The account is gone') },
 });
 
@@ -103,7 +130,14 @@ const iso = (value: Date | null) => (value ? new Date(value).toISOString() : nul
 async function profile(db: Kysely<DB>, userId: string) {
   const user = await findProfile(db, userId);
   if (!user) throw new ApiError('UNAUTHORIZED', 'Authentication required');
-  return { id: user.id, email: user.email, name: user.name, role: user.role, emailVerified: user.email_verified, deletedAt: iso(user.deleted_at) };
+  return {
+    id: user.id,
+    email: user.email,
+    name: user.name,
+    role: user.role,
+    emailVerified: user.email_verified,
+    deletedAt: iso(user.deleted_at),
+  };
 }
 
 /** API.md users/me rows; spec §3 "Account scheduled for deletion". */
@@ -113,8 +147,16 @@ export function userRoutes({ db, clock, graceDays }: { db: Kysely<DB>; clock: Cl
     .openapi(scheduleRoute, async (c) => {
       const session = sessionOf(c);
       const deletedAt = clock();
-      await scheduleDeletion(db, { userId: session.user.id, at: deletedAt, purgeAfter: purgeAfter(deletedAt, graceDays), requestId: c.get('requestId') });
-      return c.json({ deletedAt: deletedAt.toISOString(), purgeAfter: purgeAfter(deletedAt, graceDays).toISOString() }, 202);
+      await scheduleDeletion(db, {
+        userId: session.user.id,
+        at: deletedAt,
+        purgeAfter: purgeAfter(deletedAt, graceDays),
+        requestId: c.get('requestId'),
+      });
+      return c.json(
+        { deletedAt: deletedAt.toISOString(), purgeAfter: purgeAfter(deletedAt, graceDays).toISOString() },
+        202,
+      );
     })
     .openapi(reactivateRoute, async (c) => {
       const session = sessionOf(c);
@@ -150,7 +192,13 @@ export function userRoutes({ db, clock, graceDays }: { db: Kysely<DB>; clock: Cl
             createdAt: k.created_at.toISOString(),
             revokedAt: iso(k.revoked_at),
           })),
-          auditEntries: data.audit.map((a) => ({ id: a.id, action: a.action, organizationId: a.tenant_id, metadata: a.metadata, createdAt: a.created_at.toISOString() })),
+          auditEntries: data.audit.map((a) => ({
+            id: a.id,
+            action: a.action,
+            organizationId: a.tenant_id,
+            metadata: a.metadata,
+            createdAt: a.created_at.toISOString(),
+          })),
         },
         200,
       );
@@ -159,10 +207,14 @@ export function userRoutes({ db, clock, graceDays }: { db: Kysely<DB>; clock: Cl
       const session = sessionOf(c);
       const { confirmEmail } = c.req.valid('json');
       if (!session.deletedAt) {
-        throw new ApiError('VALIDATION_ERROR', 'Only an account scheduled for deletion can be purged', { details: [{ path: 'deletedAt', message: 'schedule deletion first' }] });
+        throw new ApiError('VALIDATION_ERROR', 'Only an account scheduled for deletion can be purged', {
+          details: [{ path: 'deletedAt', message: 'schedule deletion first' }],
+        });
       }
       if (confirmEmail.trim().toLowerCase() !== session.user.email.toLowerCase()) {
-        throw new ApiError('VALIDATION_ERROR', 'Request validation failed', { details: [{ path: 'confirmEmail', message: 'does not match the account email' }] });
+        throw new ApiError('VALIDATION_ERROR', 'Request validation failed', {
+          details: [{ path: 'confirmEmail', message: 'does not match the account email' }],
+        });
       }
       await purgeAccount(db, { userId: session.user.id, actorId: session.user.id, requestId: c.get('requestId') });
       return c.json({ purged: true as const }, 200);

@@ -118,7 +118,16 @@ describe('generateKey', () => {
 describe('isWellFormedKey', () => {
   it('accepts exactly the key shape', () => {
     expect(isWellFormedKey(generateKey().key)).toBe(true);
-    for (const bad of ['', 'sk_live_', `sk_live_${'a'.repeat(31)}`, `sk_live_${'a'.repeat(33)}`, `sk_test_${'a'.repeat(32)}`, `sk_live_${'a'.repeat(31)}-`, ` sk_live_${'a'.repeat(32)}`, `sk_live_${'a'.repeat(32)}\n`]) {
+    for (const bad of [
+      '',
+      'sk_live_',
+      `sk_live_${'a'.repeat(31)}`,
+      `sk_live_${'a'.repeat(33)}`,
+      `sk_test_${'a'.repeat(32)}`,
+      `sk_live_${'a'.repeat(31)}-`,
+      ` sk_live_${'a'.repeat(32)}`,
+      `sk_live_${'a'.repeat(32)}\n`,
+    ]) {
       expect(isWellFormedKey(bad), JSON.stringify(bad)).toBe(false);
     }
   });

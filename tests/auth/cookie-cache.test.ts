@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createCookieCacheVerifier } from '../../src/auth/cookie-cache.js';
 import { parseConfig } from '../../src/config.js';
 import { createTestApp, TEST_SECRET, type TestApp } from '../support/app.js';
-import { signedInUser, type SignedInUser } from '../support/users.js';
+import { type SignedInUser, signedInUser } from '../support/users.js';
 
 /**
  * The fast cookie-cache check (issue 9) must accept exactly the cookies the
@@ -20,7 +20,13 @@ describe('createCookieCacheVerifier', () => {
   afterAll(() => t.close());
 
   const verify = (cookie: string, now = Date.now) => createCookieCacheVerifier(t.config, now)(cookie);
-  const library = (cookie: string) => getCookieCache(new Headers({ cookie }), { secret: TEST_SECRET, cookiePrefix: 'gatehouse', isSecure: false, strategy: 'compact' });
+  const library = (cookie: string) =>
+    getCookieCache(new Headers({ cookie }), {
+      secret: TEST_SECRET,
+      cookiePrefix: 'gatehouse',
+      isSecure: false,
+      strategy: 'compact',
+    });
   const tokenCookie = () => `gatehouse.session_token=${user.jar.get('gatehouse.session_token')}`;
   const dataCookie = (value = user.jar.get('gatehouse.session_data')!) => `gatehouse.session_data=${value}`;
 

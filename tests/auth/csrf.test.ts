@@ -6,18 +6,24 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestApp, type TestApp } from '../support/app.js';
-import { APP_ORIGIN, call, CookieJar } from '../support/http.js';
-import { PASSWORD, signedInUser, type SignedInUser } from '../support/users.js';
+import { APP_ORIGIN, CookieJar, call } from '../support/http.js';
+import { PASSWORD, type SignedInUser, signedInUser } from '../support/users.js';
 
 const SIGN_IN = '/api/auth/sign-in/email';
 
 function sessionCookiesIn(res: Response): string[] {
-  return res.headers.getSetCookie().filter((cookie) => /^(__Secure-)?gatehouse\.session_(token|data)=[^;]+/.test(cookie));
+  return res.headers
+    .getSetCookie()
+    .filter((cookie) => /^(__Secure-)?gatehouse\.session_(token|data)=[^;]+/.test(cookie));
 }
 
 /** A raw request: exactly the headers given, nothing added. */
 function raw(t: TestApp, path: string, headers: Record<string, string>, body: unknown) {
-  return t.app.request(path, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
+  return t.app.request(path, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...headers },
+    body: JSON.stringify(body),
+  });
 }
 
 describe('CSRF / origin checks on /api/auth/*', () => {
@@ -37,7 +43,12 @@ describe('CSRF / origin checks on /api/auth/*', () => {
   });
 
   it('the same with a session cookie attached: refused by the service before the library (403 FORBIDDEN)', async () => {
-    const res = await raw(t, SIGN_IN, { origin: 'https://evil.example', cookie: user.jar.header() }, { email: user.email, password: PASSWORD });
+    const res = await raw(
+      t,
+      SIGN_IN,
+      { origin: 'https://evil.example', cookie: user.jar.header() },
+      { email: user.email, password: PASSWORD },
+    );
     expect(res.status).toBe(403);
     expect(await res.json()).toMatchObject({ code: 'FORBIDDEN' });
     expect(sessionCookiesIn(res)).toEqual([]);
@@ -62,19 +73,34 @@ describe('CSRF / origin checks on /api/auth/*', () => {
   });
 
   it('Origin: null is refused', async () => {
-    const res = await raw(t, SIGN_IN, { origin: 'null', cookie: user.jar.header() }, { email: user.email, password: PASSWORD });
+    const res = await raw(
+      t,
+      SIGN_IN,
+      { origin: 'null', cookie: user.jar.header() },
+      { email: user.email, password: PASSWORD },
+    );
     expect(res.status).toBe(403);
     expect(sessionCookiesIn(res)).toEqual([]);
   });
 
   it('an untrusted Referer stands in for a missing Origin and is refused too', async () => {
-    const res = await raw(t, SIGN_IN, { referer: 'https://evil.example/login', cookie: user.jar.header() }, { email: user.email, password: PASSWORD });
+    const res = await raw(
+      t,
+      SIGN_IN,
+      { referer: 'https://evil.example/login', cookie: user.jar.header() },
+      { email: user.email, password: PASSWORD },
+    );
     expect(res.status).toBe(403);
     expect(await res.json()).toMatchObject({ code: 'INVALID_ORIGIN' });
   });
 
   it('a cross-site form navigation (Fetch Metadata) is refused even without cookies', async () => {
-    const res = await raw(t, SIGN_IN, { 'sec-fetch-site': 'cross-site', 'sec-fetch-mode': 'navigate', 'sec-fetch-dest': 'document' }, { email: user.email, password: PASSWORD });
+    const res = await raw(
+      t,
+      SIGN_IN,
+      { 'sec-fetch-site': 'cross-site', 'sec-fetch-mode': 'navigate', 'sec-fetch-dest': 'document' },
+      { email: user.email, password: PASSWORD },
+    );
     expect(res.status).toBe(403);
     expect(await res.json()).toMatchObject({ code: 'CROSS_SITE_NAVIGATION_LOGIN_BLOCKED' });
     expect(sessionCookiesIn(res)).toEqual([]);
@@ -95,7 +121,12 @@ describe('CSRF / origin checks on /api/auth/*', () => {
     jar.store(res);
     expect(sessionCookiesIn(res)).toHaveLength(2);
     // and with cookies attached too
-    const again = await raw(t, SIGN_IN, { origin: APP_ORIGIN, cookie: jar.header() }, { email: user.email, password: PASSWORD });
+    const again = await raw(
+      t,
+      SIGN_IN,
+      { origin: APP_ORIGIN, cookie: jar.header() },
+      { email: user.email, password: PASSWORD },
+    );
     expect(again.status).toBe(200);
   });
 });

@@ -45,9 +45,17 @@ async function startCaptureServer(): Promise<CaptureServer> {
     req.on('data', (chunk: Buffer) => chunks.push(chunk));
     req.on('end', () => {
       const text = Buffer.concat(chunks).toString('utf8');
-      requests.push({ method: req.method ?? '', path: req.url ?? '', headers: req.headers, body: text ? (JSON.parse(text) as Record<string, unknown>) : {} });
+      requests.push({
+        method: req.method ?? '',
+        path: req.url ?? '',
+        headers: req.headers,
+        body: text ? (JSON.parse(text) as Record<string, unknown>) : {},
+      });
       const payload = JSON.stringify(state.respond.body);
-      res.writeHead(state.respond.status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) });
+      res.writeHead(state.respond.status, {
+        'content-type': 'application/json',
+        'content-length': Buffer.byteLength(payload),
+      });
       res.end(payload);
     });
   });
@@ -65,7 +73,11 @@ function configFor(env: Record<string, string>) {
   return parseConfig({ AUTH_SECRET: TEST_SECRET, RATE_LIMIT_ENABLED: 'false', ...env }).config;
 }
 
-const MESSAGE = () => emails.verification(uniqueEmail('mail'), `http://localhost:4000/api/auth/verify-email?token=${crypto.randomUUID()}&callbackURL=%2F`);
+const MESSAGE = () =>
+  emails.verification(
+    uniqueEmail('mail'),
+    `http://localhost:4000/api/auth/verify-email?token=${crypto.randomUUID()}&callbackURL=%2F`,
+  );
 
 describe('mailer', () => {
   describe('(a) development without EMAIL_API_KEY', () => {
@@ -80,14 +92,25 @@ describe('mailer', () => {
       const [line] = written;
       expect(line).not.toContain('\n');
       const parsed = JSON.parse(line!) as Record<string, unknown>;
-      expect(parsed).toEqual({ time: expect.any(String), level: 'info', event: 'email', to: message.to, subject: 'Verify your email address', text: message.text });
+      expect(parsed).toEqual({
+        time: expect.any(String),
+        level: 'info',
+        event: 'email',
+        to: message.to,
+        subject: 'Verify your email address',
+        text: message.text,
+      });
       expect(linkIn(String(parsed.text))).toBe(message.text!.match(/https?:\/\/\S+/)![0]);
     });
 
     it('a mail with html only still logs its links in text', async () => {
       const logger = createMemoryLogger();
       const mailer = createMailer({ config: configFor({ NODE_ENV: 'development' }), logger, events: createEvents() });
-      await mailer.send({ to: 'html@example.test', subject: 'Links', html: '<p>Go <a href="https://app.example.test/a?b=1&amp;c=2">here</a></p>' });
+      await mailer.send({
+        to: 'html@example.test',
+        subject: 'Links',
+        html: '<p>Go <a href="https://app.example.test/a?b=1&amp;c=2">here</a></p>',
+      });
       expect(logger.lines).toHaveLength(1);
       expect(String(logger.lines[0]!.text)).toContain('https://app.example.test/a?b=1');
     });
@@ -99,12 +122,25 @@ describe('mailer', () => {
       try {
         const logger = createMemoryLogger();
         // EMAIL_API_URL points at the capture server: with no key, nothing may reach it.
-        const config = configFor({ NODE_ENV: 'production', DATABASE_URL: 'postgres://unused@127.0.0.1:1/none', EMAIL_API_URL: capture.url });
+        const config = configFor({
+          NODE_ENV: 'production',
+          DATABASE_URL: 'postgres://unused@127.0.0.1:1/none',
+          EMAIL_API_URL: capture.url,
+        });
         expect(config.email.apiKey).toBeNull();
         const mailer = createMailer({ config, logger, events: createEvents() });
         const message = MESSAGE();
         await mailer.send(message);
-        expect(logger.lines).toEqual([{ time: expect.any(String), level: 'error', event: 'email.not_delivered', to: message.to, subject: message.subject, reason: expect.any(String) }]);
+        expect(logger.lines).toEqual([
+          {
+            time: expect.any(String),
+            level: 'error',
+            event: 'email.not_delivered',
+            to: message.to,
+            subject: message.subject,
+            reason: expect.any(String),
+          },
+        ]);
         // The content (and its link) is not logged: production logs are not a mail channel.
         expect(JSON.stringify(logger.lines)).not.toContain('verify-email');
         expect(capture.requests).toEqual([]);
@@ -127,7 +163,10 @@ describe('mailer', () => {
       events.on('EMAIL_SEND_FAILED', (payload) => {
         failures.push(payload);
       });
-      t = await createTestApp({ env: { EMAIL_API_KEY: API_KEY, EMAIL_API_URL: capture.url, EMAIL_FROM: FROM }, events });
+      t = await createTestApp({
+        env: { EMAIL_API_KEY: API_KEY, EMAIL_API_URL: capture.url, EMAIL_FROM: FROM },
+        events,
+      });
     });
     afterAll(async () => {
       await t?.close();
@@ -138,7 +177,9 @@ describe('mailer', () => {
       capture.respond = { status: 200, body: { id: 'x' } };
       const email = uniqueEmail('provider');
       const before = capture.requests.length;
-      const res = await call(t, '/api/auth/sign-up/email', { body: { email, password: PASSWORD, name: 'Provider User' } });
+      const res = await call(t, '/api/auth/sign-up/email', {
+        body: { email, password: PASSWORD, name: 'Provider User' },
+      });
       expect(res.status).toBe(200);
 
       // The send may finish after the response (background delivery): wait for it.
@@ -160,17 +201,31 @@ describe('mailer', () => {
 
       // No development log line: the mail went to the provider, not to stdout.
       expect(t.logger.lines.filter((line) => line.event === 'email')).toEqual([]);
-      await vi.waitFor(() => expect(t.logger.lines.some((line) => line.event === 'email.sent' && line.to === email)).toBe(true), { timeout: 5000 });
+      await vi.waitFor(
+        () => expect(t.logger.lines.some((line) => line.event === 'email.sent' && line.to === email)).toBe(true),
+        { timeout: 5000 },
+      );
 
       // The link works.
       const verify = await call(t, new URL(link).pathname + new URL(link).search);
       expect([200, 302]).toContain(verify.status);
-      const row = await t.db.selectFrom('users').select('email_verified').where('email', '=', email).executeTakeFirstOrThrow();
+      const row = await t.db
+        .selectFrom('users')
+        .select('email_verified')
+        .where('email', '=', email)
+        .executeTakeFirstOrThrow();
       expect(row.email_verified).toBe(true);
     });
 
     for (const [status, body] of [
-      [422, { statusCode: 422, name: 'validation_error', message: 'Invalid `to` field. The email address needs to follow the `email@example.com` format.' }],
+      [
+        422,
+        {
+          statusCode: 422,
+          name: 'validation_error',
+          message: 'Invalid `to` field. The email address needs to follow the `email@example.com` format.',
+        },
+      ],
       [500, { statusCode: 500, name: 'application_error', message: 'Internal server error.' }],
     ] as const) {
       it(`provider answers ${status}: send rejects with EmailSendError, EMAIL_SEND_FAILED is emitted, email.send_failed is logged`, async () => {
@@ -193,9 +248,18 @@ describe('mailer', () => {
         expect((error as Error).name).toBe('EmailSendError');
         expect(capture.requests.length - before).toBe(1);
 
-        expect(emitted).toEqual([{ to: message.to, subject: message.subject, reason: expect.stringContaining(body.message) }]);
+        expect(emitted).toEqual([
+          { to: message.to, subject: message.subject, reason: expect.stringContaining(body.message) },
+        ]);
         const failed = logger.lines.filter((line) => line.event === 'email.send_failed');
-        expect(failed).toEqual([expect.objectContaining({ level: 'error', to: message.to, subject: message.subject, reason: expect.stringContaining(body.name) })]);
+        expect(failed).toEqual([
+          expect.objectContaining({
+            level: 'error',
+            to: message.to,
+            subject: message.subject,
+            reason: expect.stringContaining(body.name),
+          }),
+        ]);
         expect(JSON.stringify(logger.lines)).not.toContain(API_KEY);
       });
     }
@@ -221,7 +285,11 @@ describe('mailer', () => {
       // The send failure does not fail the sign-up (better-auth's runInBackgroundOrAwait catches; the send may also run after the response).
       expect(res.status).toBe(200);
       await vi.waitFor(() => expect(failures.some((failure) => failure.to === email)).toBe(true), { timeout: 5000 });
-      expect(t.logger.lines.some((line) => line.event === 'email.send_failed' && line.to === email && line.level === 'error')).toBe(true);
+      expect(
+        t.logger.lines.some(
+          (line) => line.event === 'email.send_failed' && line.to === email && line.level === 'error',
+        ),
+      ).toBe(true);
       capture.respond = { status: 200, body: { id: 'x' } };
     });
 

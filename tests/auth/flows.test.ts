@@ -6,7 +6,7 @@
 import { createHash } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestApp, type TestApp } from '../support/app.js';
-import { call, CookieJar, linkIn, mailsTo, pathOf } from '../support/http.js';
+import { CookieJar, call, linkIn, mailsTo, pathOf } from '../support/http.js';
 import { PASSWORD, signedInUser, uniqueEmail } from '../support/users.js';
 
 const SESSION_TOKEN = 'gatehouse.session_token';
@@ -72,7 +72,10 @@ describe('auth flows', () => {
     it('sign-up creates the user unverified and logs one verification mail with the link in `text`', async () => {
       const res = await signUp(t, email);
       expect(res.status).toBe(200);
-      const body = (await res.json()) as { token: unknown; user: { id: string; email: string; emailVerified: boolean } };
+      const body = (await res.json()) as {
+        token: unknown;
+        user: { id: string; email: string; emailVerified: boolean };
+      };
       expect(body.user.email).toBe(email);
       expect(body.user.emailVerified).toBe(false);
       // Issue 14 item 5: no session token in JSON, not even the library's null placeholder.
@@ -80,13 +83,23 @@ describe('auth flows', () => {
       expect(setCookies(res).has(SESSION_TOKEN)).toBe(false);
       userId = body.user.id;
 
-      const row = await t.db.selectFrom('users').select(['id', 'email_verified', 'role']).where('email', '=', email).executeTakeFirstOrThrow();
+      const row = await t.db
+        .selectFrom('users')
+        .select(['id', 'email_verified', 'role'])
+        .where('email', '=', email)
+        .executeTakeFirstOrThrow();
       expect(row).toEqual({ id: userId, email_verified: false, role: 'user' });
 
       const lines = t.logger.lines.filter((line) => line.event === 'email' && line.to === email);
       expect(lines).toHaveLength(1);
       const [line] = lines;
-      expect(line).toMatchObject({ level: 'info', event: 'email', to: email, subject: expect.any(String), text: expect.any(String) });
+      expect(line).toMatchObject({
+        level: 'info',
+        event: 'email',
+        to: email,
+        subject: expect.any(String),
+        text: expect.any(String),
+      });
       link = linkIn(String(line!.text));
       expect(link.startsWith(`${t.config.auth.url}/api/auth/verify-email?token=`)).toBe(true);
     });
@@ -106,7 +119,11 @@ describe('auth flows', () => {
     it('following the link verifies the address', async () => {
       const res = await call(t, pathOf(link));
       expect([200, 302]).toContain(res.status);
-      const row = await t.db.selectFrom('users').select('email_verified').where('id', '=', userId).executeTakeFirstOrThrow();
+      const row = await t.db
+        .selectFrom('users')
+        .select('email_verified')
+        .where('id', '=', userId)
+        .executeTakeFirstOrThrow();
       expect(row.email_verified).toBe(true);
     });
 
@@ -187,8 +204,12 @@ describe('auth flows', () => {
     it('request-password-reset answers the same for a registered and an unregistered email', async () => {
       const user = await signedInUser(t);
       const nobody = uniqueEmail('nobody');
-      const known = await call(t, '/api/auth/request-password-reset', { body: { email: user.email, redirectTo: `${t.config.auth.appUrl}/reset` } });
-      const unknown = await call(t, '/api/auth/request-password-reset', { body: { email: nobody, redirectTo: `${t.config.auth.appUrl}/reset` } });
+      const known = await call(t, '/api/auth/request-password-reset', {
+        body: { email: user.email, redirectTo: `${t.config.auth.appUrl}/reset` },
+      });
+      const unknown = await call(t, '/api/auth/request-password-reset', {
+        body: { email: nobody, redirectTo: `${t.config.auth.appUrl}/reset` },
+      });
       expect(known.status).toBe(200);
       expect(unknown.status).toBe(200);
       expect(await known.json()).toEqual(await unknown.json());
@@ -201,7 +222,9 @@ describe('auth flows', () => {
     it('request → mailed link → reset-password: the new password signs in, the old one no longer does, old sessions end', async () => {
       const user = await signedInUser(t);
       const newPassword = 'a brand new password 42';
-      const requested = await call(t, '/api/auth/request-password-reset', { body: { email: user.email, redirectTo: `${t.config.auth.appUrl}/reset` } });
+      const requested = await call(t, '/api/auth/request-password-reset', {
+        body: { email: user.email, redirectTo: `${t.config.auth.appUrl}/reset` },
+      });
       expect(requested.status).toBe(200);
       const mail = mailsTo(t, user.email).at(-1)!;
       expect(mail.subject).toMatch(/reset/i);
@@ -226,13 +249,17 @@ describe('auth flows', () => {
       expect(await sessionOf(t, user.jar)).toBeNull();
 
       // The token is single use.
-      const replay = await call(t, '/api/auth/reset-password', { body: { newPassword: 'yet another password 7', token } });
+      const replay = await call(t, '/api/auth/reset-password', {
+        body: { newPassword: 'yet another password 7', token },
+      });
       expect(replay.status).toBe(400);
       expect((await signIn(t, user.email, newPassword)).res.status).toBe(200);
     });
 
     it('a made-up token is refused', async () => {
-      const res = await call(t, '/api/auth/reset-password', { body: { newPassword: 'whatever password 1', token: 'not-a-real-token' } });
+      const res = await call(t, '/api/auth/reset-password', {
+        body: { newPassword: 'whatever password 1', token: 'not-a-real-token' },
+      });
       expect(res.status).toBe(400);
       expect(await res.json()).toMatchObject({ code: 'INVALID_TOKEN' });
     });
@@ -242,17 +269,25 @@ describe('auth flows', () => {
     it('works for a signed-in user with the current password, and refuses a wrong current password', async () => {
       const user = await signedInUser(t);
       const newPassword = 'changed password 12345';
-      const wrong = await call(t, '/api/auth/change-password', { jar: user.jar, body: { currentPassword: 'not my password', newPassword } });
+      const wrong = await call(t, '/api/auth/change-password', {
+        jar: user.jar,
+        body: { currentPassword: 'not my password', newPassword },
+      });
       expect(wrong.status).toBe(400);
 
-      const res = await call(t, '/api/auth/change-password', { jar: user.jar, body: { currentPassword: PASSWORD, newPassword } });
+      const res = await call(t, '/api/auth/change-password', {
+        jar: user.jar,
+        body: { currentPassword: PASSWORD, newPassword },
+      });
       expect(res.status).toBe(200);
       expect((await signIn(t, user.email, PASSWORD)).res.status).toBe(401);
       expect((await signIn(t, user.email, newPassword)).res.status).toBe(200);
     });
 
     it('is refused without a session', async () => {
-      const res = await call(t, '/api/auth/change-password', { body: { currentPassword: PASSWORD, newPassword: 'changed password 12345' } });
+      const res = await call(t, '/api/auth/change-password', {
+        body: { currentPassword: PASSWORD, newPassword: 'changed password 12345' },
+      });
       expect(res.status).toBe(401);
     });
   });
@@ -292,7 +327,11 @@ describe('auth flows', () => {
       const link = await requestMagicLink(user.email);
       const token = new URL(link).searchParams.get('token')!;
       const hashed = createHash('sha256').update(token).digest('base64url');
-      const rows = await t.db.selectFrom('verifications').select(['identifier', 'value']).where('identifier', 'in', [`magic-link:${token}`, `magic-link:${hashed}`]).execute();
+      const rows = await t.db
+        .selectFrom('verifications')
+        .select(['identifier', 'value'])
+        .where('identifier', 'in', [`magic-link:${token}`, `magic-link:${hashed}`])
+        .execute();
       expect(rows.map((row) => row.identifier)).toEqual([`magic-link:${hashed}`]);
       expect(rows[0]!.value).not.toContain(token);
     });
@@ -302,10 +341,16 @@ describe('auth flows', () => {
       const link = await requestMagicLink(user.email);
       const token = new URL(link).searchParams.get('token')!;
       const identifier = `magic-link:${createHash('sha256').update(token).digest('base64url')}`;
-      const row = await t.db.selectFrom('verifications').select(['expires_at', 'created_at']).where('identifier', '=', identifier).executeTakeFirstOrThrow();
+      const row = await t.db
+        .selectFrom('verifications')
+        .select(['expires_at', 'created_at'])
+        .where('identifier', '=', identifier)
+        .executeTakeFirstOrThrow();
       // Spec: the link expires in 5 minutes.
       expect(new Date(row.expires_at).getTime() - new Date(row.created_at).getTime()).toBeGreaterThan(4.5 * 60_000);
-      expect(new Date(row.expires_at).getTime() - new Date(row.created_at).getTime()).toBeLessThanOrEqual(5 * 60_000 + 1000);
+      expect(new Date(row.expires_at).getTime() - new Date(row.created_at).getTime()).toBeLessThanOrEqual(
+        5 * 60_000 + 1000,
+      );
       const updated = await t.db
         .updateTable('verifications')
         .set({ expires_at: new Date(Date.now() - 60_000) })
@@ -329,7 +374,11 @@ describe('auth flows', () => {
       expect(res.status).toBeLessThan(500);
       // better-auth 1.7.25's magic link signs an unknown address up: a new,
       // verified user with the default platform role, signed in.
-      const created = await t.db.selectFrom('users').select(['email_verified', 'role']).where('email', '=', email).executeTakeFirst();
+      const created = await t.db
+        .selectFrom('users')
+        .select(['email_verified', 'role'])
+        .where('email', '=', email)
+        .executeTakeFirst();
       expect(created).toEqual({ email_verified: true, role: 'user' });
       expect((await sessionOf(t, jar))?.user.email).toBe(email);
     });

@@ -4,14 +4,14 @@
  * default) as a walk over every route the app registers.
  */
 import { z } from '@hono/zod-openapi';
-import { sql, type Kysely } from 'kysely';
+import { type Kysely, sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ALL_PERMISSIONS, type Permission } from '../../src/auth/permissions.js';
-import { access, declaredAccess, loadSession, type Access } from '../../src/middleware/guard.js';
+import { type Access, access, declaredAccess, loadSession } from '../../src/middleware/guard.js';
 import { createRouter, defineRoute } from '../../src/router.js';
 import { createTestApp, type TestApp } from '../support/app.js';
-import { call, CookieJar } from '../support/http.js';
-import { signedInUser, type SignedInUser } from '../support/users.js';
+import { CookieJar, call } from '../support/http.js';
+import { type SignedInUser, signedInUser } from '../support/users.js';
 
 const Echo = z.object({ ok: z.literal(true), userId: z.string().nullable(), permissions: z.array(z.string()) });
 
@@ -26,7 +26,10 @@ const TEST_ROUTES: { path: string; access: Access }[] = [
   { path: '/api/test/roles-read', access: access.permissions('roles:read') },
   { path: '/api/test/roles-read-write', access: access.permissions('roles:read', 'roles:write') },
   // Step order: a platform-role mismatch is reported before a missing organization.
-  { path: '/api/test/admin-with-permissions', access: access.session({ platformRoles: ['admin'], permissions: ['roles:read'] }) },
+  {
+    path: '/api/test/admin-with-permissions',
+    access: access.session({ platformRoles: ['admin'], permissions: ['roles:read'] }),
+  },
   { path: '/api/test/deletion-allowlisted', access: access.session({ allowScheduledForDeletion: true }) },
 ];
 
@@ -42,7 +45,10 @@ function testRouter() {
     router.openapi(route, (c) => {
       // What the guard attached, without asking for the session again.
       const session = c.get('session');
-      return c.json({ ok: true as const, userId: session?.user.id ?? null, permissions: session?.permissions ?? [] }, 200);
+      return c.json(
+        { ok: true as const, userId: session?.user.id ?? null, permissions: session?.permissions ?? [] },
+        200,
+      );
     });
   }
   return router;
@@ -66,14 +72,20 @@ function asOwnerInTenant<T>(t: TestApp, tenantId: string, fn: (trx: Kysely<any>)
 async function createRole(t: TestApp, organizationId: string, permissions: readonly Permission[]): Promise<string> {
   return asOwnerInTenant(t, organizationId, async (trx) => {
     const slug = randomSlug('test-role');
-    const { id } = await trx.insertInto('roles').values({ tenant_id: organizationId, name: slug, slug, description: 'guard test' }).returning('id').executeTakeFirstOrThrow();
+    const { id } = await trx
+      .insertInto('roles')
+      .values({ tenant_id: organizationId, name: slug, slug, description: 'guard test' })
+      .returning('id')
+      .executeTakeFirstOrThrow();
     if (permissions.length > 0) {
       await sql`
         insert into role_permissions (role_id, permission_id)
         select ${id}::uuid, p.id from permissions p where p.resource || ':' || p.action = any(${[...permissions]}::text[])
       `.execute(trx);
     }
-    const granted = await sql<{ n: number }>`select count(*)::int as n from role_permissions where role_id = ${id}::uuid`.execute(trx);
+    const granted = await sql<{
+      n: number;
+    }>`select count(*)::int as n from role_permissions where role_id = ${id}::uuid`.execute(trx);
     expect(granted.rows[0]?.n).toBe(permissions.length);
     return id as string;
   });
@@ -86,19 +98,34 @@ async function createOrganization(t: TestApp, founder: SignedInUser): Promise<st
   const { id } = (await res.json()) as { id: string };
   // Works before and after ORGANIZATION_CREATED seeding: when the creator's
   // membership has no role yet, give it one holding every permission.
-  const member = await t.db.selectFrom('members').select(['id', 'role_id']).where('organization_id', '=', id).where('user_id', '=', founder.id).executeTakeFirstOrThrow();
+  const member = await t.db
+    .selectFrom('members')
+    .select(['id', 'role_id'])
+    .where('organization_id', '=', id)
+    .where('user_id', '=', founder.id)
+    .executeTakeFirstOrThrow();
   if (!member.role_id) {
     const roleId = await createRole(t, id, ALL_PERMISSIONS);
-    await t.database.withOwner((owner) => owner.updateTable('members').set({ role_id: roleId }).where('id', '=', member.id).execute());
+    await t.database.withOwner((owner) =>
+      owner.updateTable('members').set({ role_id: roleId }).where('id', '=', member.id).execute(),
+    );
   }
   return id;
 }
 
 /** Makes `user` a member of the organization with a role holding exactly `permissions` (null: no role at all). */
-async function joinOrganization(t: TestApp, organizationId: string, user: SignedInUser, permissions: readonly Permission[] | null) {
+async function joinOrganization(
+  t: TestApp,
+  organizationId: string,
+  user: SignedInUser,
+  permissions: readonly Permission[] | null,
+) {
   const roleId = permissions === null ? null : await createRole(t, organizationId, permissions);
   await t.database.withOwner((owner) =>
-    owner.insertInto('members').values({ organization_id: organizationId, user_id: user.id, role: 'member', role_id: roleId }).execute(),
+    owner
+      .insertInto('members')
+      .values({ organization_id: organizationId, user_id: user.id, role: 'member', role_id: roleId })
+      .execute(),
   );
 }
 
@@ -118,8 +145,14 @@ async function get(t: TestApp, path: string, jar?: CookieJar) {
 
 const UNAUTHORIZED = { status: 401, body: { code: 'UNAUTHORIZED', message: expect.any(String) } };
 const FORBIDDEN = { status: 403, body: { code: 'FORBIDDEN', message: expect.any(String) } };
-const NO_ACTIVE_ORGANIZATION = { status: 403, body: { code: 'NO_ACTIVE_ORGANIZATION', message: 'No active organization' } };
-const INSUFFICIENT_PERMISSIONS = { status: 403, body: { code: 'INSUFFICIENT_PERMISSIONS', message: 'Insufficient permissions' } };
+const NO_ACTIVE_ORGANIZATION = {
+  status: 403,
+  body: { code: 'NO_ACTIVE_ORGANIZATION', message: 'No active organization' },
+};
+const INSUFFICIENT_PERMISSIONS = {
+  status: 403,
+  body: { code: 'INSUFFICIENT_PERMISSIONS', message: 'Insufficient permissions' },
+};
 const allowed = (userId: string | null) => ({ status: 200, body: expect.objectContaining({ ok: true, userId }) });
 
 describe('guard (spec §4)', () => {
@@ -131,7 +164,9 @@ describe('guard (spec §4)', () => {
     t = await createTestApp();
     // Routes must be added before the first request builds the router.
     t.app.route('/', testRouter());
-    t.app.get('/api/test/undeclared', async (c) => c.json({ ok: true, userId: (await loadSession(c))?.user.id ?? null }));
+    t.app.get('/api/test/undeclared', async (c) =>
+      c.json({ ok: true, userId: (await loadSession(c))?.user.id ?? null }),
+    );
     t.app.post('/api/test/undeclared', (c) => c.json({ ok: true }));
     founder = await signedInUser(t);
     organizationId = await createOrganization(t, founder);
@@ -207,13 +242,19 @@ describe('guard (spec §4)', () => {
       await joinOrganization(t, organizationId, partial, ['roles:read']);
       await setActiveOrganization(t, partial.jar, organizationId);
       expect(await get(t, '/api/test/organization', partial.jar)).toEqual(allowed(partial.id));
-      expect(await get(t, '/api/test/roles-read', partial.jar)).toEqual({ status: 200, body: { ok: true, userId: partial.id, permissions: ['roles:read'] } });
+      expect(await get(t, '/api/test/roles-read', partial.jar)).toEqual({
+        status: 200,
+        body: { ok: true, userId: partial.id, permissions: ['roles:read'] },
+      });
       expect(await get(t, '/api/test/roles-read-write', partial.jar)).toEqual(INSUFFICIENT_PERMISSIONS);
 
       const full = await signedInUser(t);
       await joinOrganization(t, organizationId, full, ['roles:read', 'roles:write']);
       await setActiveOrganization(t, full.jar, organizationId);
-      expect(await get(t, '/api/test/roles-read-write', full.jar)).toEqual({ status: 200, body: { ok: true, userId: full.id, permissions: ['roles:read', 'roles:write'] } });
+      expect(await get(t, '/api/test/roles-read-write', full.jar)).toEqual({
+        status: 200,
+        body: { ok: true, userId: full.id, permissions: ['roles:read', 'roles:write'] },
+      });
     });
 
     it('a member without a role has no permissions (403 INSUFFICIENT_PERMISSIONS), yet has an active organization', async () => {
@@ -234,7 +275,14 @@ describe('guard (spec §4)', () => {
       await setActiveOrganization(t, user.jar, organizationId);
       expect(await get(t, '/api/test/roles-read-write', user.jar)).toEqual(INSUFFICIENT_PERMISSIONS);
       const roleId = await createRole(t, organizationId, ['roles:read', 'roles:write']);
-      await t.database.withOwner((owner) => owner.updateTable('members').set({ role_id: roleId }).where('user_id', '=', user.id).where('organization_id', '=', organizationId).execute());
+      await t.database.withOwner((owner) =>
+        owner
+          .updateTable('members')
+          .set({ role_id: roleId })
+          .where('user_id', '=', user.id)
+          .where('organization_id', '=', organizationId)
+          .execute(),
+      );
       expect(await get(t, '/api/test/roles-read-write', user.jar)).toEqual(allowed(user.id));
     });
 
@@ -247,7 +295,10 @@ describe('guard (spec §4)', () => {
       // A member with no role and no permissions at all.
       await joinOrganization(t, organizationId, admin, null);
       await setActiveOrganization(t, admin.jar, organizationId);
-      expect(await get(t, '/api/test/roles-read-write', admin.jar)).toEqual({ status: 200, body: { ok: true, userId: admin.id, permissions: [] } });
+      expect(await get(t, '/api/test/roles-read-write', admin.jar)).toEqual({
+        status: 200,
+        body: { ok: true, userId: admin.id, permissions: [] },
+      });
       expect(await get(t, '/api/test/roles-read', admin.jar)).toEqual(allowed(admin.id));
 
       // An admin (not super) with the same membership does not.
@@ -260,7 +311,13 @@ describe('guard (spec §4)', () => {
       await joinOrganization(t, organizationId, user, ['roles:read']);
       await setActiveOrganization(t, user.jar, organizationId);
       expect(await get(t, '/api/test/roles-read', user.jar)).toEqual(allowed(user.id));
-      await t.database.withOwner((owner) => owner.deleteFrom('members').where('user_id', '=', user.id).where('organization_id', '=', organizationId).execute());
+      await t.database.withOwner((owner) =>
+        owner
+          .deleteFrom('members')
+          .where('user_id', '=', user.id)
+          .where('organization_id', '=', organizationId)
+          .execute(),
+      );
       expect(await get(t, '/api/test/roles-read', user.jar)).toEqual(NO_ACTIVE_ORGANIZATION);
     });
   });
@@ -270,17 +327,30 @@ describe('guard (spec §4)', () => {
       const user = await signedInUser(t);
       await setPlatformRole(t, user.id, 'superadmin');
       expect(await get(t, '/api/test/session', user.jar)).toEqual(allowed(user.id));
-      await t.database.withOwner((owner) => owner.updateTable('users').set({ deleted_at: new Date() }).where('id', '=', user.id).execute());
+      await t.database.withOwner((owner) =>
+        owner.updateTable('users').set({ deleted_at: new Date() }).where('id', '=', user.id).execute(),
+      );
 
-      const SCHEDULED = { status: 403, body: expect.objectContaining({ code: 'ACCOUNT_SCHEDULED_FOR_DELETION', message: expect.any(String) }) };
-      for (const path of ['/api/test/session', '/api/test/platform-superadmin', '/api/test/roles-read', '/api/test/undeclared', '/api/admin/users']) {
+      const SCHEDULED = {
+        status: 403,
+        body: expect.objectContaining({ code: 'ACCOUNT_SCHEDULED_FOR_DELETION', message: expect.any(String) }),
+      };
+      for (const path of [
+        '/api/test/session',
+        '/api/test/platform-superadmin',
+        '/api/test/roles-read',
+        '/api/test/undeclared',
+        '/api/admin/users',
+      ]) {
         expect(await get(t, path, user.jar), path).toEqual(SCHEDULED);
       }
       expect(await get(t, '/api/test/deletion-allowlisted', user.jar)).toEqual(allowed(user.id));
       expect(await get(t, '/api/test/optional', user.jar)).toEqual(allowed(user.id));
       expect(await get(t, '/api/test/public', user.jar)).toEqual(allowed(null));
 
-      await t.database.withOwner((owner) => owner.updateTable('users').set({ deleted_at: null }).where('id', '=', user.id).execute());
+      await t.database.withOwner((owner) =>
+        owner.updateTable('users').set({ deleted_at: null }).where('id', '=', user.id).execute(),
+      );
       expect(await get(t, '/api/test/session', user.jar)).toEqual(allowed(user.id));
     });
   });
@@ -289,7 +359,10 @@ describe('guard (spec §4)', () => {
     it('a route registered without any access declaration answers 401 without a session and 200 with one', async () => {
       expect(await get(t, '/api/test/undeclared')).toEqual(UNAUTHORIZED);
       const user = await signedInUser(t);
-      expect(await get(t, '/api/test/undeclared', user.jar)).toEqual({ status: 200, body: { ok: true, userId: user.id } });
+      expect(await get(t, '/api/test/undeclared', user.jar)).toEqual({
+        status: 200,
+        body: { ok: true, userId: user.id },
+      });
       const post = await call(t, '/api/test/undeclared', { body: {} });
       expect(post.status).toBe(401);
     });
@@ -319,12 +392,23 @@ describe('guard (spec §4)', () => {
         const verb = method === 'ALL' ? 'GET' : method;
         const withBody = ['POST', 'PATCH', 'PUT'].includes(verb);
         const res = await call(t, concrete, { method: verb, ...(withBody ? { body: {} } : {}) });
-        expect({ key, status: res.status, body: await res.json() }).toEqual({ key, status: 401, body: { code: 'UNAUTHORIZED', message: expect.any(String) } });
+        expect({ key, status: res.status, body: await res.json() }).toEqual({
+          key,
+          status: 401,
+          body: { code: 'UNAUTHORIZED', message: expect.any(String) },
+        });
         walked.push(key);
       }
 
       // The walk saw the known protected routes, and skipped the known open ones.
-      for (const known of ['GET /api/admin/users', 'PATCH /api/admin/users/:id/role', 'GET /api/test/session', 'GET /api/test/roles-read-write', 'GET /api/test/undeclared', 'POST /api/test/undeclared']) {
+      for (const known of [
+        'GET /api/admin/users',
+        'PATCH /api/admin/users/:id/role',
+        'GET /api/test/session',
+        'GET /api/test/roles-read-write',
+        'GET /api/test/undeclared',
+        'POST /api/test/undeclared',
+      ]) {
         expect(walked).toContain(known);
       }
       for (const open of ['GET /api/health', 'GET /api/session', 'GET /api/test/public', 'GET /api/test/optional']) {

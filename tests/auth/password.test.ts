@@ -71,13 +71,19 @@ describe('password hashing: the library default, both ways', () => {
 });
 
 describe('password hashing: the thread pool stays usable under a burst', () => {
-  it('bounds the derivations in libuv\'s pool, so other pool work (the session cookie HMAC) does not wait behind the backlog', async () => {
+  it("bounds the derivations in libuv's pool, so other pool work (the session cookie HMAC) does not wait behind the backlog", async () => {
     expect(SCRYPT_SLOTS).toBeGreaterThanOrEqual(1);
-    expect(SCRYPT_SLOTS).toBeLessThan((Number(process.env.UV_THREADPOOL_SIZE) || 4));
+    expect(SCRYPT_SLOTS).toBeLessThan(Number(process.env.UV_THREADPOOL_SIZE) || 4);
     let finished = 0;
     const burst = Array.from({ length: 12 }, () => hashPassword(PASSWORD).then(() => (finished += 1)));
     // What the library does after a sign-in's verify: a WebCrypto HMAC, a job on the same pool.
-    const key = await crypto.subtle.importKey('raw', new TextEncoder().encode('k'), { name: 'HMAC', hash: 'SHA-256' }, false, ['sign']);
+    const key = await crypto.subtle.importKey(
+      'raw',
+      new TextEncoder().encode('k'),
+      { name: 'HMAC', hash: 'SHA-256' },
+      false,
+      ['sign'],
+    );
     await crypto.subtle.sign('HMAC', key, new TextEncoder().encode('session token'));
     const finishedBeforeHmac = finished;
     await Promise.all(burst);
@@ -95,12 +101,26 @@ describe('password hashing: wired into sign-up and sign-in', () => {
 
   it('stores hashes the library default verifies, and signs in with a hash the library default wrote', async () => {
     const user = await signedInUser(t);
-    const stored = await t.db.selectFrom('accounts').select('password').where('user_id', '=', user.id).where('provider_id', '=', 'credential').executeTakeFirstOrThrow();
+    const stored = await t.db
+      .selectFrom('accounts')
+      .select('password')
+      .where('user_id', '=', user.id)
+      .where('provider_id', '=', 'credential')
+      .executeTakeFirstOrThrow();
     expect(await libraryVerify({ hash: stored.password!, password: PASSWORD })).toBe(true);
 
     const replaced = 'another passphrase, set by the library';
-    await t.db.updateTable('accounts').set({ password: await libraryHash(replaced) }).where('user_id', '=', user.id).where('provider_id', '=', 'credential').execute();
-    expect((await call(t, '/api/auth/sign-in/email', { body: { email: user.email, password: replaced } })).status).toBe(200);
-    expect((await call(t, '/api/auth/sign-in/email', { body: { email: user.email, password: PASSWORD } })).status).toBe(401);
+    await t.db
+      .updateTable('accounts')
+      .set({ password: await libraryHash(replaced) })
+      .where('user_id', '=', user.id)
+      .where('provider_id', '=', 'credential')
+      .execute();
+    expect((await call(t, '/api/auth/sign-in/email', { body: { email: user.email, password: replaced } })).status).toBe(
+      200,
+    );
+    expect((await call(t, '/api/auth/sign-in/email', { body: { email: user.email, password: PASSWORD } })).status).toBe(
+      401,
+    );
   });
 });

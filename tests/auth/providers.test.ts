@@ -34,7 +34,10 @@ describe('OAuth providers', () => {
       createTestApp({ database }),
       createTestApp({ database, env: { GOOGLE_CLIENT_ID: 'google-id', GOOGLE_CLIENT_SECRET: 'google-secret' } }),
       createTestApp({ database, env: { GITHUB_CLIENT_ID: 'github-id-only' } }),
-      createTestApp({ database, env: { GITHUB_CLIENT_ID: 'github-id', GITHUB_CLIENT_SECRET: 'github-secret', AUTH_URL } }),
+      createTestApp({
+        database,
+        env: { GITHUB_CLIENT_ID: 'github-id', GITHUB_CLIENT_SECRET: 'github-secret', AUTH_URL },
+      }),
     ]);
   });
   afterAll(async () => {
@@ -111,7 +114,13 @@ describe('OAuth providers', () => {
   });
 
   it('/api/auth/admin/* (the library admin plugin) answers 404 in the contract shape', async () => {
-    for (const path of ['/api/auth/admin/list-users', '/api/auth/admin/set-role', '/api/auth/admin/ban-user', '/api/auth/admin/impersonate-user', '/api/auth/admin/create-user']) {
+    for (const path of [
+      '/api/auth/admin/list-users',
+      '/api/auth/admin/set-role',
+      '/api/auth/admin/ban-user',
+      '/api/auth/admin/impersonate-user',
+      '/api/auth/admin/create-user',
+    ]) {
       for (const method of ['GET', 'POST']) {
         const res = await call(plain, path, method === 'POST' ? { body: {} } : {});
         expect(res.status, `${method} ${path}`).toBe(404);

@@ -12,7 +12,10 @@ describe('smoke', () => {
 
   it('signs up, verifies, signs in, creates an organization, reads the session with permissions', async () => {
     const user = await signedInUser(t);
-    const created = await call(t, '/api/auth/organization/create', { body: { name: 'Acme', slug: `acme-${crypto.randomUUID().slice(0, 8)}` }, jar: user.jar });
+    const created = await call(t, '/api/auth/organization/create', {
+      body: { name: 'Acme', slug: `acme-${crypto.randomUUID().slice(0, 8)}` },
+      jar: user.jar,
+    });
     const org = await created.json();
     expect(created.status, JSON.stringify(org)).toBe(200);
     const res = await call(t, '/api/session', { jar: user.jar });

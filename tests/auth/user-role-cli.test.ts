@@ -89,7 +89,11 @@ describe('user:role command', () => {
         ['already', 'already@example.test', 'admin'],
         ['badRole', 'bad.role@example.test', 'user'],
       ] as const) {
-        const row = await owner.insertInto('users').values({ name: 'CLI User', email, role, email_verified: true }).returning('id').executeTakeFirstOrThrow();
+        const row = await owner
+          .insertInto('users')
+          .values({ name: 'CLI User', email, role, email_verified: true })
+          .returning('id')
+          .executeTakeFirstOrThrow();
         ids[key] = row.id as string;
       }
     });
@@ -100,17 +104,37 @@ describe('user:role command', () => {
 
   it('npm run user:role -- <email> superadmin: sets the role by case-insensitive email, audits it, logs one JSON line, exits 0', async () => {
     const userId = ids.first;
-    const result = await run('npm', ['run', '--silent', 'user:role', '--', 'First.Admin@Example.TEST', 'superadmin'], env);
+    const result = await run(
+      'npm',
+      ['run', '--silent', 'user:role', '--', 'First.Admin@Example.TEST', 'superadmin'],
+      env,
+    );
     expect(result.code, result.stderr).toBe(0);
     const lines = logLines(result);
     expect(lines).toHaveLength(1);
-    expect(lines[0]).toMatchObject({ level: 'info', event: 'user.role_changed', userId, previousRole: 'user', role: 'superadmin' });
-    expect(result.stdout.trim().split('\n').filter((line) => line.startsWith('{'))).toHaveLength(1);
+    expect(lines[0]).toMatchObject({
+      level: 'info',
+      event: 'user.role_changed',
+      userId,
+      previousRole: 'user',
+      role: 'superadmin',
+    });
+    expect(
+      result.stdout
+        .trim()
+        .split('\n')
+        .filter((line) => line.startsWith('{')),
+    ).toHaveLength(1);
 
     const state = await stateOf(userId);
     expect(state.role).toBe('superadmin');
     expect(state.audit).toEqual([
-      { tenant_id: null, actor_id: null, action: 'user.role_changed', metadata: { userId, previousRole: 'user', role: 'superadmin', via: 'cli' } },
+      {
+        tenant_id: null,
+        actor_id: null,
+        action: 'user.role_changed',
+        metadata: { userId, previousRole: 'user', role: 'superadmin', via: 'cli' },
+      },
     ]);
   }, 60_000);
 
@@ -118,7 +142,9 @@ describe('user:role command', () => {
     const userId = ids.already;
     const result = await cli('already@example.test', 'admin');
     expect(result.code, result.stderr).toBe(0);
-    expect(logLines(result)).toEqual([expect.objectContaining({ event: 'user.role_unchanged', role: 'admin', previousRole: 'admin' })]);
+    expect(logLines(result)).toEqual([
+      expect.objectContaining({ event: 'user.role_unchanged', role: 'admin', previousRole: 'admin' }),
+    ]);
     expect(await stateOf(userId)).toEqual({ role: 'admin', audit: [] });
   }, 60_000);
 
@@ -126,7 +152,13 @@ describe('user:role command', () => {
     const result = await cli('nobody@example.test', 'superadmin');
     expect(result.code).toBe(1);
     const lines = logLines(result);
-    expect(lines).toEqual([expect.objectContaining({ level: 'error', event: 'user_role.refused', message: 'No user with email nobody@example.test' })]);
+    expect(lines).toEqual([
+      expect.objectContaining({
+        level: 'error',
+        event: 'user_role.refused',
+        message: 'No user with email nobody@example.test',
+      }),
+    ]);
   }, 60_000);
 
   it('a bad role (owner, or anything not superadmin|admin|user): exit 1, role unchanged', async () => {
@@ -134,7 +166,9 @@ describe('user:role command', () => {
     for (const role of ['owner', 'SUPERADMIN']) {
       const result = await cli('bad.role@example.test', role);
       expect(result.code, role).toBe(1);
-      expect(`${result.stdout}${result.stderr}`, role).toMatch(/superadmin\|admin\|user|must be one of superadmin, admin, user/);
+      expect(`${result.stdout}${result.stderr}`, role).toMatch(
+        /superadmin\|admin\|user|must be one of superadmin, admin, user/,
+      );
     }
     expect(await stateOf(userId)).toEqual({ role: 'user', audit: [] });
   }, 60_000);
@@ -142,15 +176,21 @@ describe('user:role command', () => {
   it('missing arguments: exit 1 with the usage', async () => {
     const result = await cli();
     expect(result.code).toBe(1);
-    expect(logLines(result)).toEqual([expect.objectContaining({ event: 'user_role.refused', message: expect.stringContaining('usage: npm run user:role -- <email>') })]);
+    expect(logLines(result)).toEqual([
+      expect.objectContaining({
+        event: 'user_role.refused',
+        message: expect.stringContaining('usage: npm run user:role -- <email>'),
+      }),
+    ]);
   }, 60_000);
 
   describe('an embedded database held by a running process (issue 14 item 9)', () => {
     const lockPath = () => join(dir, LOCK_FILE);
-    const exists = (path: string) => stat(path).then(
-      () => true,
-      () => false,
-    );
+    const exists = (path: string) =>
+      stat(path).then(
+        () => true,
+        () => false,
+      );
 
     it('refuses with a clear message and exit 1 while the directory is open elsewhere; nothing changes, and works once it is closed', async () => {
       const userId = ids.badRole;
@@ -167,7 +207,9 @@ describe('user:role command', () => {
           }),
         ]);
         // The holder's view: unchanged.
-        const role = await held.withOwner((owner) => owner.selectFrom('users').select('role').where('id', '=', userId).executeTakeFirstOrThrow());
+        const role = await held.withOwner((owner) =>
+          owner.selectFrom('users').select('role').where('id', '=', userId).executeTakeFirstOrThrow(),
+        );
         expect(role.role).toBe('user');
         // The holder's lock survives the refused attempt.
         expect((await readFile(lockPath(), 'utf8')).trim()).toBe(String(process.pid));
@@ -180,8 +222,12 @@ describe('user:role command', () => {
       const after = await cli('bad.role@example.test', 'admin');
       expect(after.code, after.stderr).toBe(0);
       expect((await stateOf(userId)).role).toBe('admin');
-      await withDatabase((owner) => owner.updateTable('users').set({ role: 'user' }).where('id', '=', userId).execute());
-      await withDatabase((owner) => owner.deleteFrom('audit_logs').where(sql`metadata->>'userId'`, '=', userId).execute());
+      await withDatabase((owner) =>
+        owner.updateTable('users').set({ role: 'user' }).where('id', '=', userId).execute(),
+      );
+      await withDatabase((owner) =>
+        owner.deleteFrom('audit_logs').where(sql`metadata->>'userId'`, '=', userId).execute(),
+      );
     }, 60_000);
 
     it('a second open in the same process is refused too', async () => {
@@ -208,7 +254,11 @@ describe('user:role command', () => {
   });
 
   it('refuses to run on an insecure configuration (production without AUTH_SECRET)', async () => {
-    const result = await run(TSX, ['src/cli/user-role.ts', 'first.admin@example.test', 'user'], { ...env, NODE_ENV: 'production', AUTH_SECRET: '' });
+    const result = await run(TSX, ['src/cli/user-role.ts', 'first.admin@example.test', 'user'], {
+      ...env,
+      NODE_ENV: 'production',
+      AUTH_SECRET: '',
+    });
     expect(result.code).toBe(1);
     expect(logLines(result)).toEqual([expect.objectContaining({ level: 'error', event: 'config.invalid' })]);
   }, 60_000);

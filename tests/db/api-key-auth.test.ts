@@ -1,10 +1,16 @@
-import { sql, type Kysely } from 'kysely';
+import { type Kysely, sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { hashKey, lookupDigest } from '../../src/auth/api-key-material.js';
 import type { DB } from '../../src/db/database.js';
 import { createTestApp, type TestApp } from '../support/app.js';
-import { call, type CookieJar } from '../support/http.js';
-import { asOwnerInTenant, auditRows, createOrganization, expectStatus, type TestOrganization } from '../support/orgs.js';
+import { type CookieJar, call } from '../support/http.js';
+import {
+  asOwnerInTenant,
+  auditRows,
+  createOrganization,
+  expectStatus,
+  type TestOrganization,
+} from '../support/orgs.js';
 import { signedInUser } from '../support/users.js';
 
 /**
@@ -41,13 +47,23 @@ describe('API key authentication under concurrency', () => {
   afterAll(() => t?.close());
 
   async function createKey(jar: CookieJar, scopes = ['roles:read']): Promise<CreatedKey> {
-    return expectStatus<CreatedKey>(await call(t, '/api/api-keys', { body: { name: `key ${crypto.randomUUID().slice(0, 6)}`, scopes }, jar }), 201);
+    return expectStatus<CreatedKey>(
+      await call(t, '/api/api-keys', { body: { name: `key ${crypto.randomUUID().slice(0, 6)}`, scopes }, jar }),
+      201,
+    );
   }
 
   const useKey = (key: string) => call(t, '/api/roles', { headers: { authorization: `Bearer ${key}` } });
 
   function storedKey(id: string): Promise<StoredKey | undefined> {
-    return asOwnerInTenant(t, org.id, (trx) => trx.selectFrom('api_keys').selectAll().where('id', '=', id).executeTakeFirst() as Promise<StoredKey | undefined>);
+    return asOwnerInTenant(
+      t,
+      org.id,
+      (trx) =>
+        trx.selectFrom('api_keys').selectAll().where('id', '=', id).executeTakeFirst() as Promise<
+          StoredKey | undefined
+        >,
+    );
   }
 
   /** The row once its lastUsedAt is written (the write does not hold up the response); bounded by count. */
@@ -64,7 +80,9 @@ describe('API key authentication under concurrency', () => {
   it(`${PARALLEL} parallel requests with one key all succeed, and the row still verifies`, async () => {
     const created = await createKey(org.owner.jar);
     const responses = await Promise.all(Array.from({ length: PARALLEL }, () => useKey(created.key)));
-    const statuses = await Promise.all(responses.map(async (response) => `${response.status} ${response.status === 200 ? '' : await response.text()}`));
+    const statuses = await Promise.all(
+      responses.map(async (response) => `${response.status} ${response.status === 200 ? '' : await response.text()}`),
+    );
     expect(statuses).toEqual(Array.from({ length: PARALLEL }, () => '200 '));
     for (const response of responses.slice(0, 3)) {
       const roles = (await response.json()) as { slug: string }[];
@@ -114,7 +132,9 @@ describe('API key authentication under concurrency', () => {
       const after = await Promise.all(Array.from({ length: 5 }, () => useKey(created.key)));
       expect(after.map((r) => r.status)).toEqual([401, 401, 401, 401, 401]);
       expect((await storedKey(created.id))?.revoked_at).not.toBeNull();
-      expect((await auditRows(t, org.id, 'api_key.revoked')).filter((row) => row.metadata.keyId === created.id)).toHaveLength(1);
+      expect(
+        (await auditRows(t, org.id, 'api_key.revoked')).filter((row) => row.metadata.keyId === created.id),
+      ).toHaveLength(1);
     }
   });
 });

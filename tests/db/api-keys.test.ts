@@ -1,10 +1,20 @@
-import { sql, type Kysely, type Transaction } from 'kysely';
+import { type Kysely, sql, type Transaction } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { DB } from '../../src/db/database.js';
 import { revokeKeys } from '../../src/db/queries/api-keys.js';
 import { createTestApp, type TestApp } from '../support/app.js';
-import { call, type CookieJar } from '../support/http.js';
-import { addMember, asOwnerInTenant, auditRows, createOrganization, expectStatus, newMember, setActive, type TestMember, type TestOrganization } from '../support/orgs.js';
+import { type CookieJar, call } from '../support/http.js';
+import {
+  addMember,
+  asOwnerInTenant,
+  auditRows,
+  createOrganization,
+  expectStatus,
+  newMember,
+  setActive,
+  type TestMember,
+  type TestOrganization,
+} from '../support/orgs.js';
 import { signedInUser } from '../support/users.js';
 
 /**
@@ -59,12 +69,23 @@ describe('API keys at the database', () => {
   });
   afterAll(() => t.close());
 
-  async function createKey(jar: CookieJar, name = `key ${crypto.randomUUID().slice(0, 6)}`, scopes = ['roles:read']): Promise<CreatedKey> {
+  async function createKey(
+    jar: CookieJar,
+    name = `key ${crypto.randomUUID().slice(0, 6)}`,
+    scopes = ['roles:read'],
+  ): Promise<CreatedKey> {
     return expectStatus<CreatedKey>(await call(t, '/api/api-keys', { body: { name, scopes }, jar }), 201);
   }
 
   function storedKey(tenantId: string, id: string): Promise<StoredKey | undefined> {
-    return asOwnerInTenant(t, tenantId, (trx) => trx.selectFrom('api_keys').selectAll().where('id', '=', id).executeTakeFirst() as Promise<StoredKey | undefined>);
+    return asOwnerInTenant(
+      t,
+      tenantId,
+      (trx) =>
+        trx.selectFrom('api_keys').selectAll().where('id', '=', id).executeTakeFirst() as Promise<
+          StoredKey | undefined
+        >,
+    );
   }
 
   /** A transaction of the runtime role (t.db) naming `tenantId`. */
@@ -82,13 +103,27 @@ describe('API keys at the database', () => {
       expect(entry).toBeDefined();
 
       // The runtime role can see it (SELECT is granted)...
-      const seen = await asRuntime(org.id, (trx) => trx.selectFrom('audit_logs').select('id').where('id', '=', entry!.id).execute());
+      const seen = await asRuntime(org.id, (trx) =>
+        trx.selectFrom('audit_logs').select('id').where('id', '=', entry!.id).execute(),
+      );
       expect(seen).toHaveLength(1);
 
       // ...but not change or remove it.
       const attempts: [string, (trx: Transaction<DB>) => Promise<unknown>][] = [
-        ['update metadata', (trx) => trx.updateTable('audit_logs').set({ metadata: JSON.stringify({ forged: true }) } as never).where('id', '=', entry!.id).execute()],
-        ['update action', (trx) => trx.updateTable('audit_logs').set({ action: 'api_key.revoked' }).where('id', '=', entry!.id).execute()],
+        [
+          'update metadata',
+          (trx) =>
+            trx
+              .updateTable('audit_logs')
+              .set({ metadata: JSON.stringify({ forged: true }) } as never)
+              .where('id', '=', entry!.id)
+              .execute(),
+        ],
+        [
+          'update action',
+          (trx) =>
+            trx.updateTable('audit_logs').set({ action: 'api_key.revoked' }).where('id', '=', entry!.id).execute(),
+        ],
         ['delete one', (trx) => trx.deleteFrom('audit_logs').where('id', '=', entry!.id).execute()],
         ['delete all', (trx) => trx.deleteFrom('audit_logs').execute()],
         ['truncate', (trx) => sql`truncate audit_logs`.execute(trx)],
@@ -109,14 +144,63 @@ describe('API keys at the database', () => {
       const before = await storedKey(org.id, key.id);
       const attempts: [string, (trx: Transaction<DB>) => Promise<unknown>][] = [
         ['delete', (trx) => trx.deleteFrom('api_keys').where('id', '=', key.id).execute()],
-        ['update key_hash', (trx) => trx.updateTable('api_keys').set({ key_hash: 'a'.repeat(64) }).where('id', '=', key.id).execute()],
-        ['update key_salt', (trx) => trx.updateTable('api_keys').set({ key_salt: 'b'.repeat(32) }).where('id', '=', key.id).execute()],
-        ['update lookup_digest', (trx) => trx.updateTable('api_keys').set({ lookup_digest: 'c'.repeat(64) }).where('id', '=', key.id).execute()],
-        ['update scopes', (trx) => trx.updateTable('api_keys').set({ scopes: ['users:delete'] }).where('id', '=', key.id).execute()],
-        ['update tenant_id', (trx) => trx.updateTable('api_keys').set({ tenant_id: other.id }).where('id', '=', key.id).execute()],
-        ['update created_by', (trx) => trx.updateTable('api_keys').set({ created_by: dual.id }).where('id', '=', key.id).execute()],
-        ['update expires_at', (trx) => trx.updateTable('api_keys').set({ expires_at: null }).where('id', '=', key.id).execute()],
-        ['update revoked_at and key_hash', (trx) => trx.updateTable('api_keys').set({ revoked_at: sql`now()`, key_hash: 'a'.repeat(64) }).where('id', '=', key.id).execute()],
+        [
+          'update key_hash',
+          (trx) =>
+            trx
+              .updateTable('api_keys')
+              .set({ key_hash: 'a'.repeat(64) })
+              .where('id', '=', key.id)
+              .execute(),
+        ],
+        [
+          'update key_salt',
+          (trx) =>
+            trx
+              .updateTable('api_keys')
+              .set({ key_salt: 'b'.repeat(32) })
+              .where('id', '=', key.id)
+              .execute(),
+        ],
+        [
+          'update lookup_digest',
+          (trx) =>
+            trx
+              .updateTable('api_keys')
+              .set({ lookup_digest: 'c'.repeat(64) })
+              .where('id', '=', key.id)
+              .execute(),
+        ],
+        [
+          'update scopes',
+          (trx) =>
+            trx
+              .updateTable('api_keys')
+              .set({ scopes: ['users:delete'] })
+              .where('id', '=', key.id)
+              .execute(),
+        ],
+        [
+          'update tenant_id',
+          (trx) => trx.updateTable('api_keys').set({ tenant_id: other.id }).where('id', '=', key.id).execute(),
+        ],
+        [
+          'update created_by',
+          (trx) => trx.updateTable('api_keys').set({ created_by: dual.id }).where('id', '=', key.id).execute(),
+        ],
+        [
+          'update expires_at',
+          (trx) => trx.updateTable('api_keys').set({ expires_at: null }).where('id', '=', key.id).execute(),
+        ],
+        [
+          'update revoked_at and key_hash',
+          (trx) =>
+            trx
+              .updateTable('api_keys')
+              .set({ revoked_at: sql`now()`, key_hash: 'a'.repeat(64) })
+              .where('id', '=', key.id)
+              .execute(),
+        ],
         ['truncate', (trx) => sql`truncate api_keys`.execute(trx)],
       ];
       for (const [label, attempt] of attempts) {
@@ -128,7 +212,12 @@ describe('API keys at the database', () => {
 
       // Marking it revoked and noting its last use are allowed.
       const updated = await asRuntime(org.id, (trx) =>
-        trx.updateTable('api_keys').set({ revoked_at: sql`now()`, last_used_at: sql`now()` }).where('id', '=', key.id).returning(['revoked_at', 'last_used_at']).executeTakeFirst(),
+        trx
+          .updateTable('api_keys')
+          .set({ revoked_at: sql`now()`, last_used_at: sql`now()` })
+          .where('id', '=', key.id)
+          .returning(['revoked_at', 'last_used_at'])
+          .executeTakeFirst(),
       );
       expect(updated?.revoked_at).toBeInstanceOf(Date);
       expect(updated?.last_used_at).toBeInstanceOf(Date);
@@ -139,13 +228,23 @@ describe('API keys at the database', () => {
 
     it("row-level security: another tenant's keys are invisible and cannot be written", async () => {
       const key = await createKey(org.owner.jar);
-      expect(await asRuntime(other.id, (trx) => trx.selectFrom('api_keys').select('id').where('id', '=', key.id).execute())).toEqual([]);
-      expect(await asRuntime(null, (trx) => trx.selectFrom('api_keys').select('id').where('id', '=', key.id).execute())).toEqual([]);
-      const revoked = await asRuntime(other.id, (trx) => trx.updateTable('api_keys').set({ revoked_at: sql`now()` }).where('id', '=', key.id).returning('id').execute());
+      expect(
+        await asRuntime(other.id, (trx) => trx.selectFrom('api_keys').select('id').where('id', '=', key.id).execute()),
+      ).toEqual([]);
+      expect(
+        await asRuntime(null, (trx) => trx.selectFrom('api_keys').select('id').where('id', '=', key.id).execute()),
+      ).toEqual([]);
+      const revoked = await asRuntime(other.id, (trx) =>
+        trx.updateTable('api_keys').set({ revoked_at: sql`now()` }).where('id', '=', key.id).returning('id').execute(),
+      );
       expect(revoked).toEqual([]);
       expect((await storedKey(org.id, key.id))?.revoked_at).toBeNull();
       // Another tenant's audit entries are invisible too.
-      expect(await asRuntime(other.id, (trx) => trx.selectFrom('audit_logs').select('id').where('tenant_id', '=', org.id).execute())).toEqual([]);
+      expect(
+        await asRuntime(other.id, (trx) =>
+          trx.selectFrom('audit_logs').select('id').where('tenant_id', '=', org.id).execute(),
+        ),
+      ).toEqual([]);
     });
   });
 
@@ -153,11 +252,24 @@ describe('API keys at the database', () => {
     it('is stored as a JSON object (not a JSON string) and served as one', async () => {
       const key = await createKey(org.owner.jar, 'typed', ['members:read', 'roles:read']);
       const rows = await asOwnerInTenant(t, org.id, (trx) =>
-        sql<{ type: string; key_id: string | null }>`select jsonb_typeof(metadata) as type, metadata->>'keyId' as key_id from audit_logs where tenant_id = ${org.id} and action = 'api_key.created' and metadata->>'keyId' = ${key.id}`.execute(trx),
+        sql<{
+          type: string;
+          key_id: string | null;
+        }>`select jsonb_typeof(metadata) as type, metadata->>'keyId' as key_id from audit_logs where tenant_id = ${org.id} and action = 'api_key.created' and metadata->>'keyId' = ${key.id}`.execute(
+          trx,
+        ),
       );
       expect(rows.rows).toEqual([{ type: 'object', key_id: key.id }]);
-      const { items } = await expectStatus<{ items: { metadata: unknown }[] }>(await call(t, '/api/audit-logs?limit=1', { jar: org.owner.jar }), 200);
-      expect(items[0]!.metadata).toEqual({ keyId: key.id, name: 'typed', scopes: ['members:read', 'roles:read'], expiresAt: null });
+      const { items } = await expectStatus<{ items: { metadata: unknown }[] }>(
+        await call(t, '/api/audit-logs?limit=1', { jar: org.owner.jar }),
+        200,
+      );
+      expect(items[0]!.metadata).toEqual({
+        keyId: key.id,
+        name: 'typed',
+        scopes: ['members:read', 'roles:read'],
+        expiresAt: null,
+      });
     });
   });
 
@@ -165,8 +277,14 @@ describe('API keys at the database', () => {
     it('twenty concurrent revokes of one key: all 200 with one revokedAt, exactly one api_key.revoked entry', async () => {
       const key = await createKey(org.owner.jar, 'contested');
       const jars = [org.owner.jar, dual.jar];
-      const responses = await Promise.all(Array.from({ length: 20 }, (_, i) => call(t, `/api/api-keys/${key.id}`, { method: 'DELETE', jar: jars[i % 2] })));
-      const bodies = await Promise.all(responses.map((r) => expectStatus<{ id: string; revoked: boolean; revokedAt: string }>(r, 200)));
+      const responses = await Promise.all(
+        Array.from({ length: 20 }, (_, i) =>
+          call(t, `/api/api-keys/${key.id}`, { method: 'DELETE', jar: jars[i % 2] }),
+        ),
+      );
+      const bodies = await Promise.all(
+        responses.map((r) => expectStatus<{ id: string; revoked: boolean; revokedAt: string }>(r, 200)),
+      );
       expect(new Set(bodies.map((b) => JSON.stringify(b))).size).toBe(1);
       expect(bodies[0]).toMatchObject({ id: key.id, revoked: true });
 
@@ -178,7 +296,11 @@ describe('API keys at the database', () => {
 
     it('concurrent revokes of different keys all succeed, one entry each', async () => {
       const keys = await Promise.all(Array.from({ length: 6 }, (_, i) => createKey(org.owner.jar, `parallel ${i}`)));
-      const responses = await Promise.all(keys.flatMap((k) => [0, 1, 2].map(() => call(t, `/api/api-keys/${k.id}`, { method: 'DELETE', jar: org.owner.jar }))));
+      const responses = await Promise.all(
+        keys.flatMap((k) =>
+          [0, 1, 2].map(() => call(t, `/api/api-keys/${k.id}`, { method: 'DELETE', jar: org.owner.jar })),
+        ),
+      );
       for (const response of responses) await expectStatus(response, 200);
       const entries = await auditRows(t, org.id, 'api_key.revoked');
       for (const key of keys) expect(entries.filter((e) => e.metadata.keyId === key.id)).toHaveLength(1);
@@ -197,19 +319,33 @@ describe('API keys at the database', () => {
       await expectStatus(await call(t, `/api/api-keys/${alreadyRevoked.id}`, { method: 'DELETE', jar: user.jar }), 200);
       const bystander = await createKey(org.owner.jar, 'owner key');
       const bystanderOther = await createKey(other.owner.jar, 'other owner key');
-      const revokedBefore = { org: (await auditRows(t, org.id, 'api_key.revoked')).length, other: (await auditRows(t, other.id, 'api_key.revoked')).length };
+      const revokedBefore = {
+        org: (await auditRows(t, org.id, 'api_key.revoked')).length,
+        other: (await auditRows(t, other.id, 'api_key.revoked')).length,
+      };
 
       const actorId = crypto.randomUUID();
       const result = await t.db.transaction().execute(async (trx) => {
-        const count = (await revokeKeys(trx, { createdBy: user.id, actorId, requestId: 'req-test', reason: 'account_purged' })).length;
-        const { rows } = await sql<{ tenant: string; owner: string }>`select current_setting('app.tenant_id', true) as tenant, current_setting('app.key_owner_id', true) as owner`.execute(trx);
+        const count = (
+          await revokeKeys(trx, { createdBy: user.id, actorId, requestId: 'req-test', reason: 'account_purged' })
+        ).length;
+        const { rows } = await sql<{
+          tenant: string;
+          owner: string;
+        }>`select current_setting('app.tenant_id', true) as tenant, current_setting('app.key_owner_id', true) as owner`.execute(
+          trx,
+        );
         return { count, settings: rows[0] };
       });
       expect(result.count).toBe(3);
       // It leaves the transaction naming no tenant and no key owner.
       expect(result.settings).toEqual({ tenant: '', owner: '' });
 
-      for (const [tenant, key] of [[org.id, inOrgA], [org.id, inOrgB], [other.id, inOther]] as const) {
+      for (const [tenant, key] of [
+        [org.id, inOrgA],
+        [org.id, inOrgB],
+        [other.id, inOther],
+      ] as const) {
         expect((await storedKey(tenant, key.id))?.revoked_at, key.name).not.toBeNull();
       }
       expect((await storedKey(org.id, bystander.id))?.revoked_at).toBeNull();
@@ -224,12 +360,22 @@ describe('API keys at the database', () => {
         [otherEntries[0]!, inOther, other.id] as const,
       ]) {
         expect(entry).toMatchObject({ action: 'api_key.revoked', actor_id: actorId, tenant_id: tenant });
-        expect(entry.metadata).toEqual({ keyId: key.id, name: key.name, scopes: key.scopes, expiresAt: null, reason: 'account_purged' });
+        expect(entry.metadata).toEqual({
+          keyId: key.id,
+          name: key.name,
+          scopes: key.scopes,
+          expiresAt: null,
+          reason: 'account_purged',
+        });
         expect(JSON.stringify(entry)).not.toContain(key.key);
       }
 
       // Nothing left to revoke: a second run is a no-op with no new entries.
-      expect(await t.db.transaction().execute((trx) => revokeKeys(trx, { createdBy: user.id, actorId, reason: 'account_purged' }))).toHaveLength(0);
+      expect(
+        await t.db
+          .transaction()
+          .execute((trx) => revokeKeys(trx, { createdBy: user.id, actorId, reason: 'account_purged' })),
+      ).toHaveLength(0);
       expect(await auditRows(t, org.id, 'api_key.revoked')).toHaveLength(revokedBefore.org + 2);
       expect(await auditRows(t, other.id, 'api_key.revoked')).toHaveLength(revokedBefore.other + 1);
     });

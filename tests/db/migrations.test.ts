@@ -1,4 +1,4 @@
-import { sql, type Kysely } from 'kysely';
+import { type Kysely, sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrations } from '../../migrations/index.js';
 import { migrateDown, migrateToLatest } from '../../src/db/migrate.js';
@@ -40,16 +40,36 @@ describe('migrations', () => {
         where table_schema = 'public' and table_name not like 'kysely\\_%'
         order by table_name`.execute(owner);
       const { rows: functions } = await sql<{ name: string }>`
-        select p.proname as name from pg_proc p where p.pronamespace = 'public'::regnamespace order by p.proname`.execute(owner);
-      const { rows: policies } = await sql<{ name: string }>`select policyname as name from pg_policies where schemaname = 'public' order by policyname`.execute(owner);
-      return { tables: tables.map((r) => r.name), functions: functions.map((r) => r.name), policies: policies.map((r) => r.name) };
+        select p.proname as name from pg_proc p where p.pronamespace = 'public'::regnamespace order by p.proname`.execute(
+        owner,
+      );
+      const { rows: policies } = await sql<{
+        name: string;
+      }>`select policyname as name from pg_policies where schemaname = 'public' order by policyname`.execute(owner);
+      return {
+        tables: tables.map((r) => r.name),
+        functions: functions.map((r) => r.name),
+        policies: policies.map((r) => r.name),
+      };
     });
 
   const permissionRows = () =>
-    database.withOwner(async (owner: Kysely<any>) => (await owner.selectFrom('permissions').select(['id', 'resource', 'action', 'description']).execute()) as { id: string; resource: string; action: string; description: string }[]);
+    database.withOwner(
+      async (owner: Kysely<any>) =>
+        (await owner.selectFrom('permissions').select(['id', 'resource', 'action', 'description']).execute()) as {
+          id: string;
+          resource: string;
+          action: string;
+          description: string;
+        }[],
+    );
 
   const applied = () =>
-    database.withOwner(async (owner: Kysely<any>) => (await owner.selectFrom('kysely_migration').select('name').orderBy('name').execute()).map((row: { name: string }) => row.name));
+    database.withOwner(async (owner: Kysely<any>) =>
+      (await owner.selectFrom('kysely_migration').select('name').orderBy('name').execute()).map(
+        (row: { name: string }) => row.name,
+      ),
+    );
 
   function expectSeeded(rows: { id: string; resource: string; action: string; description: string }[]) {
     expect(rows).toHaveLength(17);
@@ -72,7 +92,14 @@ describe('migrations', () => {
     const { tables, functions, policies } = await schema();
     expect(tables).toEqual(expect.arrayContaining(TABLES_OF_FIRST_THREE));
     expect(functions).toContain('session_state');
-    expect(policies).toEqual(expect.arrayContaining(['audit_logs_insert', 'audit_logs_select', 'role_permissions_tenant_isolation', 'roles_tenant_isolation']));
+    expect(policies).toEqual(
+      expect.arrayContaining([
+        'audit_logs_insert',
+        'audit_logs_select',
+        'role_permissions_tenant_isolation',
+        'roles_tenant_isolation',
+      ]),
+    );
     expectSeeded(await permissionRows());
     // A second run has nothing to do and seeds nothing again.
     expect(await migrateToLatest(database)).toEqual([]);
@@ -110,7 +137,10 @@ describe('migrations', () => {
     // The runtime role is back in business: RLS'd tables, its grants, the session function.
     const { rows } = await sql<{ n: number }>`select count(*)::int as n from roles`.execute(database.db);
     expect(rows[0]!.n).toBe(0);
-    const state = await sql`select * from session_state(${crypto.randomUUID()}::uuid, ${crypto.randomUUID()}::uuid)`.execute(database.db);
+    const state =
+      await sql`select * from session_state(${crypto.randomUUID()}::uuid, ${crypto.randomUUID()}::uuid)`.execute(
+        database.db,
+      );
     expect(state.rows).toEqual([]);
   });
 });

@@ -1,6 +1,12 @@
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ALL_PERMISSIONS, PERMISSION_COUNT, PERMISSION_PATTERN, PLATFORM_ROLES, RESOURCE_ACTIONS } from '../../src/auth/permissions.js';
+import {
+  ALL_PERMISSIONS,
+  PERMISSION_COUNT,
+  PERMISSION_PATTERN,
+  PLATFORM_ROLES,
+  RESOURCE_ACTIONS,
+} from '../../src/auth/permissions.js';
 import { openTestDatabase, type TestDatabase } from '../support/database.js';
 
 /**
@@ -18,7 +24,9 @@ describe('permission table versus migrations', () => {
   afterAll(() => database?.close());
 
   const constraint = async (name: string) => {
-    const { rows } = await sql<{ def: string }>`select pg_get_constraintdef(oid) as def from pg_constraint where conname = ${name}`.execute(database.db);
+    const { rows } = await sql<{
+      def: string;
+    }>`select pg_get_constraintdef(oid) as def from pg_constraint where conname = ${name}`.execute(database.db);
     expect(rows, name).toHaveLength(1);
     return rows[0]!.def;
   };
@@ -32,10 +40,12 @@ describe('permission table versus migrations', () => {
 
   it('checks the same resources and actions as the table', async () => {
     expect(quoted(await constraint('permissions_resource_check'))).toEqual(Object.keys(RESOURCE_ACTIONS).sort());
-    expect(quoted(await constraint('permissions_action_check'))).toEqual([...new Set(Object.values(RESOURCE_ACTIONS).flat())].sort());
+    expect(quoted(await constraint('permissions_action_check'))).toEqual(
+      [...new Set(Object.values(RESOURCE_ACTIONS).flat())].sort(),
+    );
   });
 
-  it('bounds a key\'s scopes by the permission count', async () => {
+  it("bounds a key's scopes by the permission count", async () => {
     const defs = await sql<{ def: string }>`
       select pg_get_constraintdef(c.oid) as def from pg_constraint c join pg_class t on t.oid = c.conrelid
       where t.relname = 'api_keys' and c.contype = 'c' and pg_get_constraintdef(c.oid) like '%cardinality(scopes)%'
@@ -52,7 +62,8 @@ describe('permission table versus migrations', () => {
     const resources = Object.keys(RESOURCE_ACTIONS);
     const actions = [...new Set(Object.values(RESOURCE_ACTIONS).flat())];
     for (const permission of ALL_PERMISSIONS) expect(PERMISSION_PATTERN.test(permission)).toBe(true);
-    for (const resource of resources) for (const action of actions) expect(PERMISSION_PATTERN.test(`${resource}:${action}`)).toBe(true);
+    for (const resource of resources)
+      for (const action of actions) expect(PERMISSION_PATTERN.test(`${resource}:${action}`)).toBe(true);
     expect(PERMISSION_PATTERN.test('unknown:read')).toBe(false);
     expect(PERMISSION_PATTERN.test('users:admin')).toBe(false);
   });

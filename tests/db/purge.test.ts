@@ -1,12 +1,19 @@
-import { sql, type Kysely } from 'kysely';
+import { type Kysely, sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { purgeAccount, purgeExpiredAccounts } from '../../src/db/queries/accounts.js';
 import { ApiError } from '../../src/errors.js';
 import { createMemoryLogger } from '../../src/logger.js';
 import { createTestApp, type TestApp } from '../support/app.js';
 import { call } from '../support/http.js';
-import { addMember, auditRows, createOrganization, expectStatus, newMember, type TestOrganization } from '../support/orgs.js';
-import { signedInUser, type SignedInUser } from '../support/users.js';
+import {
+  addMember,
+  auditRows,
+  createOrganization,
+  expectStatus,
+  newMember,
+  type TestOrganization,
+} from '../support/orgs.js';
+import { type SignedInUser, signedInUser } from '../support/users.js';
 
 /**
  * purgeAccount and purgeExpiredAccounts (src/db/queries/accounts.ts) on both
@@ -18,13 +25,27 @@ import { signedInUser, type SignedInUser } from '../support/users.js';
 
 const DAY = 24 * 60 * 60 * 1000;
 
-const PLAIN_TABLES = ['users', 'sessions', 'accounts', 'verifications', 'organizations', 'members', 'invitations'] as const;
+const PLAIN_TABLES = [
+  'users',
+  'sessions',
+  'accounts',
+  'verifications',
+  'organizations',
+  'members',
+  'invitations',
+] as const;
 
 /** Reads `fn` as the schema owner in one transaction with the given settings (FORCE RLS binds a non-superuser owner). */
-function asOwnerWith<T>(t: TestApp, settings: { tenant?: string; actor?: string }, fn: (trx: Kysely<any>) => Promise<T>): Promise<T> {
+function asOwnerWith<T>(
+  t: TestApp,
+  settings: { tenant?: string; actor?: string },
+  fn: (trx: Kysely<any>) => Promise<T>,
+): Promise<T> {
   return t.database.withOwner((owner) =>
     owner.transaction().execute(async (trx) => {
-      await sql`select set_config('app.tenant_id', ${settings.tenant ?? ''}, true), set_config('app.actor_id', ${settings.actor ?? ''}, true)`.execute(trx);
+      await sql`select set_config('app.tenant_id', ${settings.tenant ?? ''}, true), set_config('app.actor_id', ${settings.actor ?? ''}, true)`.execute(
+        trx,
+      );
       return fn(trx);
     }),
   );
@@ -45,14 +66,29 @@ async function snapshot(t: TestApp, tenants: string[], actors: string[]) {
   for (const tenant of [...tenants].sort()) {
     perTenant[tenant] = await asOwnerWith(t, { tenant }, async (trx) => ({
       roles: await trx.selectFrom('roles').selectAll().where('tenant_id', '=', tenant).orderBy('id').execute(),
-      rolePermissions: await trx.selectFrom('role_permissions as rp').innerJoin('roles as r', 'r.id', 'rp.role_id').select(['rp.role_id', 'rp.permission_id']).where('r.tenant_id', '=', tenant).orderBy('rp.role_id').orderBy('rp.permission_id').execute(),
+      rolePermissions: await trx
+        .selectFrom('role_permissions as rp')
+        .innerJoin('roles as r', 'r.id', 'rp.role_id')
+        .select(['rp.role_id', 'rp.permission_id'])
+        .where('r.tenant_id', '=', tenant)
+        .orderBy('rp.role_id')
+        .orderBy('rp.permission_id')
+        .execute(),
       apiKeys: await trx.selectFrom('api_keys').selectAll().where('tenant_id', '=', tenant).orderBy('id').execute(),
       audit: await trx.selectFrom('audit_logs').selectAll().where('tenant_id', '=', tenant).orderBy('id').execute(),
     }));
   }
   const perActor: Record<string, unknown> = {};
   for (const actor of [...actors].sort()) {
-    perActor[actor] = await asOwnerWith(t, { actor }, (trx) => trx.selectFrom('audit_logs').selectAll().where('tenant_id', 'is', null).where('actor_id', '=', actor).orderBy('id').execute());
+    perActor[actor] = await asOwnerWith(t, { actor }, (trx) =>
+      trx
+        .selectFrom('audit_logs')
+        .selectAll()
+        .where('tenant_id', 'is', null)
+        .where('actor_id', '=', actor)
+        .orderBy('id')
+        .execute(),
+    );
   }
   return { plain, perTenant, perActor };
 }
@@ -66,12 +102,15 @@ describe('purgeAccount', { timeout: 120_000 }, () => {
   afterAll(() => t.close());
 
   const createKey = async (user: SignedInUser, name: string) =>
-    expectStatus<{ id: string }>(await call(t, '/api/api-keys', { body: { name, scopes: ['roles:read'] }, jar: user.jar }), 201);
+    expectStatus<{ id: string }>(
+      await call(t, '/api/api-keys', { body: { name, scopes: ['roles:read'] }, jar: user.jar }),
+      201,
+    );
 
   const keysOf = (tenant: string) =>
-    asOwnerWith(t, { tenant }, (trx) => trx.selectFrom('api_keys').select(['id', 'created_by', 'revoked_at']).where('tenant_id', '=', tenant).execute()) as Promise<
-      { id: string; created_by: string; revoked_at: Date | null }[]
-    >;
+    asOwnerWith(t, { tenant }, (trx) =>
+      trx.selectFrom('api_keys').select(['id', 'created_by', 'revoked_at']).where('tenant_id', '=', tenant).execute(),
+    ) as Promise<{ id: string; created_by: string; revoked_at: Date | null }[]>;
 
   /**
    * A user who owns `stuck` together with another member, owns `solo` alone
@@ -88,7 +127,10 @@ describe('purgeAccount', { timeout: 120_000 }, () => {
     const shared = await createOrganization(t, await signedInUser(t, { name: 'Shared Owner' }));
     await addMember(t, shared, user, 'admin');
     const sharedKey = await createKey(user, 'shared key');
-    await expectStatus(await call(t, '/api/auth/request-password-reset', { body: { email: user.email, redirectTo: '/reset' } }), 200);
+    await expectStatus(
+      await call(t, '/api/auth/request-password-reset', { body: { email: user.email, redirectTo: '/reset' } }),
+      200,
+    );
     return { user, member, stuck, solo, shared, keys: { stuckKey, soloKey, sharedKey } };
   }
 
@@ -96,7 +138,9 @@ describe('purgeAccount', { timeout: 120_000 }, () => {
 
   it('refuses the only Owner of an organization with other members (OWNERSHIP_CONSTRAINT) and changes nothing anywhere', async () => {
     const { user, member, stuck, solo, shared } = await busyUser();
-    const resets = await t.database.withOwner((owner) => owner.selectFrom('verifications').select('id').where('value', '=', user.id).execute());
+    const resets = await t.database.withOwner((owner) =>
+      owner.selectFrom('verifications').select('id').where('value', '=', user.id).execute(),
+    );
     expect(resets).toHaveLength(1);
     const tenants = tenantsOf(stuck, solo, shared);
     const actors = [user.id, member.id, shared.owner.id];
@@ -116,7 +160,13 @@ describe('purgeAccount', { timeout: 120_000 }, () => {
   it('is all-or-nothing: a failure after the keys are revoked and the solo organization is deleted rolls all of it back', async () => {
     const { user, member, stuck, solo, shared } = await busyUser();
     // The other member leaves `stuck`, so the ownership rule no longer blocks (it is now a solo organization too).
-    await expectStatus(await call(t, '/api/auth/organization/remove-member', { body: { memberIdOrEmail: member.memberId, organizationId: stuck.id }, jar: user.jar }), 200);
+    await expectStatus(
+      await call(t, '/api/auth/organization/remove-member', {
+        body: { memberIdOrEmail: member.memberId, organizationId: stuck.id },
+        jar: user.jar,
+      }),
+      200,
+    );
     const tenants = tenantsOf(stuck, solo, shared);
     const actors = [user.id, member.id, shared.owner.id];
     const before = await snapshot(t, tenants, actors);
@@ -129,7 +179,9 @@ describe('purgeAccount', { timeout: 120_000 }, () => {
           if old.id = ${sql.lit(user.id)}::uuid then raise exception 'test: refusing to delete %', old.id; end if;
           return old;
         end $$`.execute(owner);
-      await sql`create trigger test_refuse_user_delete before delete on users for each row execute function test_refuse_user_delete()`.execute(owner);
+      await sql`create trigger test_refuse_user_delete before delete on users for each row execute function test_refuse_user_delete()`.execute(
+        owner,
+      );
     });
     try {
       await expect(purgeAccount(t.db, { userId: user.id, actorId: user.id })).rejects.toThrow(/refusing to delete/);
@@ -159,7 +211,12 @@ describe('purgeAccount', { timeout: 120_000 }, () => {
     const solo = await createOrganization(t, user);
     const soloKey = await createKey(user, 'solo key');
     const ownersKey = await createKey(first.owner, 'owner key');
-    const roleCount = async (tenant: string) => (await asOwnerWith(t, { tenant }, (trx) => trx.selectFrom('roles').select('id').where('tenant_id', '=', tenant).execute())).length;
+    const roleCount = async (tenant: string) =>
+      (
+        await asOwnerWith(t, { tenant }, (trx) =>
+          trx.selectFrom('roles').select('id').where('tenant_id', '=', tenant).execute(),
+        )
+      ).length;
     expect(await roleCount(solo.id)).toBe(4);
 
     await purgeAccount(t.db, { userId: user.id, actorId: user.id, requestId: 'purge-test-request' });
@@ -173,20 +230,40 @@ describe('purgeAccount', { timeout: 120_000 }, () => {
       expect(stored?.revoked_at, org.name).not.toBeNull();
       const revoked = await auditRows(t, org.id, 'api_key.revoked');
       expect(revoked, org.name).toHaveLength(1);
-      expect(revoked[0]).toMatchObject({ tenant_id: org.id, actor_id: user.id, metadata: { keyId: key.id, reason: 'account_purged' } });
+      expect(revoked[0]).toMatchObject({
+        tenant_id: org.id,
+        actor_id: user.id,
+        metadata: { keyId: key.id, reason: 'account_purged' },
+      });
       expect(JSON.stringify(revoked[0]!.metadata)).not.toMatch(/sk_live_|hash|salt/i);
     }
     expect((await keysOf(first.id)).find((k) => k.id === ownersKey.id)?.revoked_at).toBeNull();
 
-    const purged = await asOwnerWith(t, { actor: user.id }, (trx) => trx.selectFrom('audit_logs').selectAll().where('action', '=', 'account.purged').where('actor_id', '=', user.id).execute());
+    const purged = await asOwnerWith(t, { actor: user.id }, (trx) =>
+      trx
+        .selectFrom('audit_logs')
+        .selectAll()
+        .where('action', '=', 'account.purged')
+        .where('actor_id', '=', user.id)
+        .execute(),
+    );
     expect(purged).toHaveLength(1);
-    expect(purged[0]).toMatchObject({ tenant_id: null, metadata: { userId: user.id }, request_id: 'purge-test-request' });
+    expect(purged[0]).toMatchObject({
+      tenant_id: null,
+      metadata: { userId: user.id },
+      request_id: 'purge-test-request',
+    });
     expect(Object.keys(purged[0]!.metadata)).toEqual(['userId']);
 
     const left = await t.database.withOwner(async (owner) => ({
       users: await owner.selectFrom('users').select('id').where('id', '=', user.id).execute(),
       members: await owner.selectFrom('members').select('id').where('user_id', '=', user.id).execute(),
-      organizations: await owner.selectFrom('organizations').select('id').where('id', 'in', [first.id, second.id, solo.id]).orderBy('id').execute(),
+      organizations: await owner
+        .selectFrom('organizations')
+        .select('id')
+        .where('id', 'in', [first.id, second.id, solo.id])
+        .orderBy('id')
+        .execute(),
     }));
     expect(left.users).toEqual([]);
     expect(left.members).toEqual([]);
@@ -205,10 +282,14 @@ describe('purgeAccount', { timeout: 120_000 }, () => {
     await expectStatus(await call(t, '/api/users/me/deletion', { method: 'POST', jar: reactivated.jar }), 202);
     await expectStatus(await call(t, '/api/users/me/reactivate', { method: 'POST', jar: reactivated.jar }), 200);
     await expectStatus(await call(t, '/api/users/me/deletion', { method: 'POST', jar: scheduled.jar }), 202);
-    const exists = async (id: string) => (await t.database.withOwner((owner) => owner.selectFrom('users').select('id').where('id', '=', id).execute())).length === 1;
+    const exists = async (id: string) =>
+      (await t.database.withOwner((owner) => owner.selectFrom('users').select('id').where('id', '=', id).execute()))
+        .length === 1;
 
     expect(await purgeAccount(t.db, { userId: never.id, actorId: null, dueBy: new Date(T + 100 * DAY) })).toBe(false);
-    expect(await purgeAccount(t.db, { userId: reactivated.id, actorId: null, dueBy: new Date(T + 100 * DAY) })).toBe(false);
+    expect(await purgeAccount(t.db, { userId: reactivated.id, actorId: null, dueBy: new Date(T + 100 * DAY) })).toBe(
+      false,
+    );
     expect(await purgeAccount(t.db, { userId: scheduled.id, actorId: null, dueBy: new Date(T - 1) })).toBe(false);
     expect(await exists(never.id)).toBe(true);
     expect(await exists(reactivated.id)).toBe(true);
@@ -218,7 +299,9 @@ describe('purgeAccount', { timeout: 120_000 }, () => {
     expect(await exists(scheduled.id)).toBe(false);
     // Gone already (a concurrent run, or its owner): nothing to do for the job; a direct call says NOT_FOUND.
     expect(await purgeAccount(t.db, { userId: scheduled.id, actorId: null, dueBy: new Date(T) })).toBe(false);
-    await expect(purgeAccount(t.db, { userId: scheduled.id, actorId: null })).rejects.toMatchObject({ code: 'NOT_FOUND' });
+    await expect(purgeAccount(t.db, { userId: scheduled.id, actorId: null })).rejects.toMatchObject({
+      code: 'NOT_FOUND',
+    });
   });
 
   it('purgeExpiredAccounts purges the due accounts (actor: none) and leaves the others', async () => {
@@ -233,9 +316,14 @@ describe('purgeAccount', { timeout: 120_000 }, () => {
     await expectStatus(await call(t, '/api/users/me/deletion', { method: 'POST', jar: notYet.jar }), 202);
 
     const logger = createMemoryLogger();
-    expect(await purgeExpiredAccounts(t.db, { now: new Date(T + 30 * DAY), graceDays: 30, logger })).toEqual({ purged: 1, failed: 0 });
+    expect(await purgeExpiredAccounts(t.db, { now: new Date(T + 30 * DAY), graceDays: 30, logger })).toEqual({
+      purged: 1,
+      failed: 0,
+    });
 
-    const users = await t.database.withOwner((owner) => owner.selectFrom('users').select('id').where('id', 'in', [due.id, notYet.id]).execute());
+    const users = await t.database.withOwner((owner) =>
+      owner.selectFrom('users').select('id').where('id', 'in', [due.id, notYet.id]).execute(),
+    );
     expect(users.map((u: { id: string }) => u.id)).toEqual([notYet.id]);
     expect((await keysOf(org.id)).find((k) => k.id === key.id)?.revoked_at).not.toBeNull();
     const revoked = await auditRows(t, org.id, 'api_key.revoked');

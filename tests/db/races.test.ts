@@ -41,7 +41,10 @@ describe('races', () => {
     const b = { actor: second, memberId: second.memberId };
     const refusals: Record<string, number> = {};
     for (let round = 0; round < 20; round += 1) {
-      const [aDemotesB, bDemotesA] = await Promise.all([changeRole(a.actor, b.memberId, adminRole), changeRole(b.actor, a.memberId, adminRole)]);
+      const [aDemotesB, bDemotesA] = await Promise.all([
+        changeRole(a.actor, b.memberId, adminRole),
+        changeRole(b.actor, a.memberId, adminRole),
+      ]);
       const answers = [
         { status: aDemotesB.status, body: await aDemotesB.json() },
         { status: bDemotesA.status, body: await bDemotesA.json() },
@@ -86,17 +89,27 @@ describe('races', () => {
     const a = { actor: org.owner, memberId: org.ownerMemberId };
     const b = { actor: second, memberId: second.memberId };
     for (let round = 0; round < 20; round += 1) {
-      const [aSteps, bSteps] = await Promise.all([changeRole(a.actor, a.memberId, adminRole), changeRole(b.actor, b.memberId, adminRole)]);
+      const [aSteps, bSteps] = await Promise.all([
+        changeRole(a.actor, a.memberId, adminRole),
+        changeRole(b.actor, b.memberId, adminRole),
+      ]);
       const answers = [
         { status: aSteps.status, body: await aSteps.json() },
         { status: bSteps.status, body: await bSteps.json() },
       ];
-      expect(answers.map((answer) => answer.status).sort(), `round ${round}: ${JSON.stringify(answers)}`).toEqual([200, 409]);
+      expect(answers.map((answer) => answer.status).sort(), `round ${round}: ${JSON.stringify(answers)}`).toEqual([
+        200, 409,
+      ]);
       expect(answers.find((answer) => answer.status === 409)!.body.code).toBe('OWNERSHIP_CONSTRAINT');
       const stored = await storedMemberRoles(t, org.id);
       const remaining = aSteps.status === 200 ? b : a;
       const stepped = remaining === a ? b : a;
-      expect(Object.entries(stored).filter(([, roleId]) => roleId === ownerRole).map(([id]) => id), `round ${round}`).toEqual([remaining.memberId]);
+      expect(
+        Object.entries(stored)
+          .filter(([, roleId]) => roleId === ownerRole)
+          .map(([id]) => id),
+        `round ${round}`,
+      ).toEqual([remaining.memberId]);
       await expectStatus(await changeRole(remaining.actor, stepped.memberId, ownerRole), 200);
     }
   });
@@ -108,7 +121,10 @@ describe('races', () => {
       const ownerRole = (await roleBySlug(t, org.owner, 'owner')).id;
       const viewerRole = (await roleBySlug(t, org.owner, 'viewer')).id;
       await expectStatus(await changeRole(org.owner, second.memberId, ownerRole), 200);
-      const answers = await Promise.all([changeRole(org.owner, second.memberId, viewerRole), changeRole(second, org.ownerMemberId, viewerRole)]);
+      const answers = await Promise.all([
+        changeRole(org.owner, second.memberId, viewerRole),
+        changeRole(second, org.ownerMemberId, viewerRole),
+      ]);
       expect(answers.filter((answer) => answer.status === 200)).toHaveLength(1);
       const slugs = Object.values(await roleSlugsByMember(t, answers[0]!.status === 200 ? org.owner : second));
       expect(slugs.sort()).toEqual(['owner', 'viewer']);
@@ -118,29 +134,63 @@ describe('races', () => {
   it('concurrent creations of one role name give exactly one 201 and otherwise 409 SLUG_CONFLICT', async () => {
     const org = await createOrganization(t, await signedInUser(t));
     for (const base of ['Race Team', 'Night Shift', 'On Call']) {
-      const names = Array.from({ length: 8 }, (_, i) => (i % 3 === 0 ? base : i % 3 === 1 ? base.toUpperCase() : `${base.toLowerCase()}!`));
-      const answers = await Promise.all(names.map((name) => call(t, '/api/roles', { body: { name, permissions: ['roles:read'] }, jar: org.owner.jar })));
-      const bodies = await Promise.all(answers.map(async (answer) => ({ status: answer.status, code: (await answer.json()).code as string | undefined })));
-      expect(bodies.filter((b) => b.status === 201), JSON.stringify(bodies)).toHaveLength(1);
-      expect(bodies.filter((b) => b.status !== 201)).toEqual(Array.from({ length: 7 }, () => ({ status: 409, code: 'SLUG_CONFLICT' })));
+      const names = Array.from({ length: 8 }, (_, i) =>
+        i % 3 === 0 ? base : i % 3 === 1 ? base.toUpperCase() : `${base.toLowerCase()}!`,
+      );
+      const answers = await Promise.all(
+        names.map((name) => call(t, '/api/roles', { body: { name, permissions: ['roles:read'] }, jar: org.owner.jar })),
+      );
+      const bodies = await Promise.all(
+        answers.map(async (answer) => ({
+          status: answer.status,
+          code: (await answer.json()).code as string | undefined,
+        })),
+      );
+      expect(
+        bodies.filter((b) => b.status === 201),
+        JSON.stringify(bodies),
+      ).toHaveLength(1);
+      expect(bodies.filter((b) => b.status !== 201)).toEqual(
+        Array.from({ length: 7 }, () => ({ status: 409, code: 'SLUG_CONFLICT' })),
+      );
     }
     const slugs = (await storedRoles(t, org.id)).map((r) => r.slug);
-    expect(slugs.filter((slug) => ['race-team', 'night-shift', 'on-call'].includes(slug)).sort()).toEqual(['night-shift', 'on-call', 'race-team']);
+    expect(slugs.filter((slug) => ['race-team', 'night-shift', 'on-call'].includes(slug)).sort()).toEqual([
+      'night-shift',
+      'on-call',
+      'race-team',
+    ]);
     // Each survivor has its permissions exactly once.
-    for (const role of await storedRoles(t, org.id)) if (!role.is_default) expect(role.permissions).toEqual(['roles:read']);
+    for (const role of await storedRoles(t, org.id))
+      if (!role.is_default) expect(role.permissions).toEqual(['roles:read']);
   });
 
   it('concurrent sign-ups with one email create exactly one user', async () => {
     const email = uniqueEmail('race');
     const answers = await Promise.all(
-      Array.from({ length: 6 }, (_, i) => call(t, '/api/auth/sign-up/email', { body: { email, password: PASSWORD, name: `Racer ${i}` }, ip: `10.0.0.${i + 1}` })),
+      Array.from({ length: 6 }, (_, i) =>
+        call(t, '/api/auth/sign-up/email', {
+          body: { email, password: PASSWORD, name: `Racer ${i}` },
+          ip: `10.0.0.${i + 1}`,
+        }),
+      ),
     );
     const statuses = answers.map((answer) => answer.status);
-    expect(statuses.some((status) => status === 200), JSON.stringify(statuses)).toBe(true);
-    expect(statuses.every((status) => status < 500), JSON.stringify(statuses)).toBe(true);
-    const users = await t.database.withOwner((owner) => owner.selectFrom('users').select('id').where('email', '=', email).execute());
+    expect(
+      statuses.some((status) => status === 200),
+      JSON.stringify(statuses),
+    ).toBe(true);
+    expect(
+      statuses.every((status) => status < 500),
+      JSON.stringify(statuses),
+    ).toBe(true);
+    const users = await t.database.withOwner((owner) =>
+      owner.selectFrom('users').select('id').where('email', '=', email).execute(),
+    );
     expect(users).toHaveLength(1);
-    const accounts = await t.database.withOwner((owner) => owner.selectFrom('accounts').select('id').where('user_id', '=', users[0]!.id).execute());
+    const accounts = await t.database.withOwner((owner) =>
+      owner.selectFrom('accounts').select('id').where('user_id', '=', users[0]!.id).execute(),
+    );
     expect(accounts).toHaveLength(1);
   });
 

@@ -1,9 +1,9 @@
-import { sql, type Kysely, type Transaction } from 'kysely';
+import { type Kysely, sql, type Transaction } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { recordAudit } from '../../src/audit.js';
 import type { DB } from '../../src/db/database.js';
-import { setTenant, withTenant } from '../../src/db/tenant.js';
 import { listRoles } from '../../src/db/queries/roles.js';
+import { setTenant, withTenant } from '../../src/db/tenant.js';
 import { openTestDatabase, type TestDatabase } from '../support/database.js';
 
 /**
@@ -35,7 +35,11 @@ describe('row-level security (runtime role)', () => {
       handle.selectFrom('roles').select('id').execute(),
       handle.selectFrom('role_permissions').select('role_id').execute(),
       handle.selectFrom('audit_logs').select('id').execute(),
-    ]).then(([roles, rolePermissions, auditLogs]) => ({ roles: roles.length, rolePermissions: rolePermissions.length, auditLogs: auditLogs.length }));
+    ]).then(([roles, rolePermissions, auditLogs]) => ({
+      roles: roles.length,
+      rolePermissions: rolePermissions.length,
+      auditLogs: auditLogs.length,
+    }));
 
   beforeAll(async () => {
     database = await openTestDatabase();
@@ -59,15 +63,29 @@ describe('row-level security (runtime role)', () => {
       await withTenant(db, tenantId, async (trx) => {
         const slugs = key === 'a' ? ['alpha', 'beta', 'gamma'] : ['delta', 'epsilon'];
         for (const slug of slugs) {
-          const { id } = await trx.insertInto('roles').values({ tenant_id: tenantId, name: slug, slug }).returning('id').executeTakeFirstOrThrow();
+          const { id } = await trx
+            .insertInto('roles')
+            .values({ tenant_id: tenantId, name: slug, slug })
+            .returning('id')
+            .executeTakeFirstOrThrow();
           roleIds[key].push(id);
           await trx
             .insertInto('role_permissions')
             .columns(['role_id', 'permission_id'])
-            .expression((eb) => eb.selectFrom('permissions').select([eb.val(id).as('role_id'), 'id']).where('action', '=', 'read'))
+            .expression((eb) =>
+              eb
+                .selectFrom('permissions')
+                .select([eb.val(id).as('role_id'), 'id'])
+                .where('action', '=', 'read'),
+            )
             .execute();
         }
-        await recordAudit(trx, { action: 'role.created', actorId: null, organizationId: tenantId, metadata: { tenant: key } });
+        await recordAudit(trx, {
+          action: 'role.created',
+          actorId: null,
+          organizationId: tenantId,
+          metadata: { tenant: key },
+        });
       });
     }
   });
@@ -78,7 +96,14 @@ describe('row-level security (runtime role)', () => {
       select current_user, r.rolsuper, r.rolbypassrls from pg_roles r where r.rolname = current_user`.execute(db);
     expect(rows).toHaveLength(1);
     expect(rows[0]).toMatchObject({ rolsuper: false, rolbypassrls: false });
-    const { rows: tables } = await sql<{ tablename: string; tableowner: string; is_owner: boolean; in_owner_role: boolean; rowsecurity: boolean; forced: boolean }>`
+    const { rows: tables } = await sql<{
+      tablename: string;
+      tableowner: string;
+      is_owner: boolean;
+      in_owner_role: boolean;
+      rowsecurity: boolean;
+      forced: boolean;
+    }>`
       select t.tablename, t.tableowner,
              t.tableowner = current_user as is_owner,
              pg_has_role(current_user, t.tableowner, 'MEMBER') as in_owner_role,
@@ -88,7 +113,12 @@ describe('row-level security (runtime role)', () => {
       order by t.tablename`.execute(db);
     expect(tables.map((table) => table.tablename)).toEqual(['audit_logs', 'role_permissions', 'roles']);
     for (const table of tables) {
-      expect(table, table.tablename).toMatchObject({ is_owner: false, in_owner_role: false, rowsecurity: true, forced: true });
+      expect(table, table.tablename).toMatchObject({
+        is_owner: false,
+        in_owner_role: false,
+        rowsecurity: true,
+        forced: true,
+      });
       expect(table.tableowner).not.toBe(rows[0]!.current_user);
     }
   });
@@ -96,7 +126,11 @@ describe('row-level security (runtime role)', () => {
   it('shows no row of roles, role_permissions or audit_logs without a tenant context', async () => {
     expect(await counts(db)).toEqual({ roles: 0, rolePermissions: 0, auditLogs: 0 });
     // Inside a transaction that names no tenant, too.
-    expect(await db.transaction().execute((trx) => counts(trx))).toEqual({ roles: 0, rolePermissions: 0, auditLogs: 0 });
+    expect(await db.transaction().execute((trx) => counts(trx))).toEqual({
+      roles: 0,
+      rolePermissions: 0,
+      auditLogs: 0,
+    });
   });
 
   it("shows only the named tenant's rows", async () => {
@@ -113,7 +147,9 @@ describe('row-level security (runtime role)', () => {
       expect(seen.auditLogs).toEqual([{ tenant_id: tenants[key], metadata: { tenant: key } }]);
       // Naming the other tenant in the WHERE clause does not help.
       const other = key === 'a' ? tenants.b : tenants.a;
-      const crossed = await withTenant(db, tenants[key], (trx) => trx.selectFrom('roles').select('id').where('tenant_id', '=', other).execute());
+      const crossed = await withTenant(db, tenants[key], (trx) =>
+        trx.selectFrom('roles').select('id').where('tenant_id', '=', other).execute(),
+      );
       expect(crossed).toEqual([]);
     }
   });
@@ -152,23 +188,63 @@ describe('row-level security (runtime role)', () => {
   it("refuses writing a row into another tenant than the transaction's (42501), and leaves nothing behind", async () => {
     const slug = `intruder-${crypto.randomUUID().slice(0, 8)}`;
     // Insert a role for B while the context is A.
-    expect(await sqlState(withTenant(db, tenants.a, (trx) => trx.insertInto('roles').values({ tenant_id: tenants.b, name: 'Intruder', slug }).execute()))).toBe('42501');
+    expect(
+      await sqlState(
+        withTenant(db, tenants.a, (trx) =>
+          trx.insertInto('roles').values({ tenant_id: tenants.b, name: 'Intruder', slug }).execute(),
+        ),
+      ),
+    ).toBe('42501');
     // Move one of A's roles to B.
-    expect(await sqlState(withTenant(db, tenants.a, (trx) => trx.updateTable('roles').set({ tenant_id: tenants.b }).where('id', '=', roleIds.a[0]!).execute()))).toBe('42501');
+    expect(
+      await sqlState(
+        withTenant(db, tenants.a, (trx) =>
+          trx.updateTable('roles').set({ tenant_id: tenants.b }).where('id', '=', roleIds.a[0]!).execute(),
+        ),
+      ),
+    ).toBe('42501');
     // Attach a permission to B's role while the context is A.
     expect(
       await sqlState(
         withTenant(db, tenants.a, async (trx) => {
-          const permission = await trx.selectFrom('permissions').select('id').where('resource', '=', 'users').where('action', '=', 'delete').executeTakeFirstOrThrow();
-          await trx.insertInto('role_permissions').values({ role_id: roleIds.b[0]!, permission_id: permission.id }).execute();
+          const permission = await trx
+            .selectFrom('permissions')
+            .select('id')
+            .where('resource', '=', 'users')
+            .where('action', '=', 'delete')
+            .executeTakeFirstOrThrow();
+          await trx
+            .insertInto('role_permissions')
+            .values({ role_id: roleIds.b[0]!, permission_id: permission.id })
+            .execute();
         }),
       ),
     ).toBe('42501');
     // An audit entry for B, or a tenant-less one, while the context is A.
-    expect(await sqlState(withTenant(db, tenants.a, (trx) => trx.insertInto('audit_logs').values({ tenant_id: tenants.b, actor_id: null, action: 'role.created', metadata: '{}' }).execute()))).toBe('42501');
-    expect(await sqlState(withTenant(db, tenants.a, (trx) => trx.insertInto('audit_logs').values({ tenant_id: null, actor_id: null, action: 'role.created', metadata: '{}' }).execute()))).toBe('42501');
+    expect(
+      await sqlState(
+        withTenant(db, tenants.a, (trx) =>
+          trx
+            .insertInto('audit_logs')
+            .values({ tenant_id: tenants.b, actor_id: null, action: 'role.created', metadata: '{}' })
+            .execute(),
+        ),
+      ),
+    ).toBe('42501');
+    expect(
+      await sqlState(
+        withTenant(db, tenants.a, (trx) =>
+          trx
+            .insertInto('audit_logs')
+            .values({ tenant_id: null, actor_id: null, action: 'role.created', metadata: '{}' })
+            .execute(),
+        ),
+      ),
+    ).toBe('42501');
     // Without any tenant, no role can be written at all.
-    expect(await sqlState(db.insertInto('roles').values({ tenant_id: tenants.a, name: 'Nobody', slug }).execute())).toBe('42501');
+    expect(
+      await sqlState(db.insertInto('roles').values({ tenant_id: tenants.a, name: 'Nobody', slug }).execute()),
+    ).toBe('42501');
 
     const b = await withTenant(db, tenants.b, async (trx) => ({
       roles: (await trx.selectFrom('roles').select('id').execute()).map((r) => r.id).sort(),
@@ -176,23 +252,42 @@ describe('row-level security (runtime role)', () => {
       auditLogs: (await trx.selectFrom('audit_logs').select('id').execute()).length,
     }));
     expect(b).toEqual({ roles: [...roleIds.b].sort(), rolePermissions: roleIds.b.length * 6, auditLogs: 1 });
-    const a = await withTenant(db, tenants.a, async (trx) => (await trx.selectFrom('roles').select('id').execute()).map((r) => r.id).sort());
+    const a = await withTenant(db, tenants.a, async (trx) =>
+      (await trx.selectFrom('roles').select('id').execute()).map((r) => r.id).sort(),
+    );
     expect(a).toEqual([...roleIds.a].sort());
   });
 
   it("cannot update or delete another tenant's rows (they are invisible: nothing changes)", async () => {
     const changed = await withTenant(db, tenants.a, async (trx) => ({
-      updated: Number((await trx.updateTable('roles').set({ name: 'taken over' }).where('id', 'in', roleIds.b).executeTakeFirst()).numUpdatedRows),
-      deleted: Number((await trx.deleteFrom('role_permissions').where('role_id', 'in', roleIds.b).executeTakeFirst()).numDeletedRows),
+      updated: Number(
+        (await trx.updateTable('roles').set({ name: 'taken over' }).where('id', 'in', roleIds.b).executeTakeFirst())
+          .numUpdatedRows,
+      ),
+      deleted: Number(
+        (await trx.deleteFrom('role_permissions').where('role_id', 'in', roleIds.b).executeTakeFirst()).numDeletedRows,
+      ),
     }));
     expect(changed).toEqual({ updated: 0, deleted: 0 });
-    const names = await withTenant(db, tenants.b, async (trx) => (await trx.selectFrom('roles').select('name').execute()).map((r) => r.name).sort());
+    const names = await withTenant(db, tenants.b, async (trx) =>
+      (await trx.selectFrom('roles').select('name').execute()).map((r) => r.name).sort(),
+    );
     expect(names).toEqual(['delta', 'epsilon']);
   });
 
   it('keeps audit_logs append-only: UPDATE and DELETE are denied (42501) even with the tenant set', async () => {
-    expect(await sqlState(withTenant(db, tenants.a, (trx) => trx.updateTable('audit_logs').set({ action: 'role.deleted' }).where('tenant_id', '=', tenants.a).execute()))).toBe('42501');
-    expect(await sqlState(withTenant(db, tenants.a, (trx) => trx.deleteFrom('audit_logs').where('tenant_id', '=', tenants.a).execute()))).toBe('42501');
+    expect(
+      await sqlState(
+        withTenant(db, tenants.a, (trx) =>
+          trx.updateTable('audit_logs').set({ action: 'role.deleted' }).where('tenant_id', '=', tenants.a).execute(),
+        ),
+      ),
+    ).toBe('42501');
+    expect(
+      await sqlState(
+        withTenant(db, tenants.a, (trx) => trx.deleteFrom('audit_logs').where('tenant_id', '=', tenants.a).execute()),
+      ),
+    ).toBe('42501');
     expect(await sqlState(withTenant(db, tenants.a, (trx) => sql`truncate audit_logs`.execute(trx)))).toBe('42501');
     const rows = await withTenant(db, tenants.a, (trx) => trx.selectFrom('audit_logs').select(['action']).execute());
     expect(rows).toEqual([{ action: 'role.created' }]);
@@ -207,7 +302,9 @@ describe('row-level security (runtime role)', () => {
         await sleep((round + 1) % 2);
         const rolePermissions = await trx.selectFrom('role_permissions').select('role_id').execute();
         const audit = await trx.selectFrom('audit_logs').select('tenant_id').execute();
-        const { rows } = await sql<{ tenant: string }>`select current_setting('app.tenant_id', true) as tenant`.execute(trx);
+        const { rows } = await sql<{ tenant: string }>`select current_setting('app.tenant_id', true) as tenant`.execute(
+          trx,
+        );
         return { key, roles, rolePermissions, audit, tenant: rows[0]!.tenant };
       });
     const results = await Promise.all(Array.from({ length: rounds * 2 }, (_, i) => run(i % 2 === 0 ? 'a' : 'b', i)));

@@ -11,7 +11,7 @@ import { createSessionStateCache } from '../../src/auth/session-state-cache.js';
 import { createTestApp, type TestApp } from '../support/app.js';
 import { openTestDatabase, type TestDatabase } from '../support/database.js';
 import { call } from '../support/http.js';
-import { signedInUser, type SignedInUser } from '../support/users.js';
+import { type SignedInUser, signedInUser } from '../support/users.js';
 
 async function sessionName(t: TestApp, user: SignedInUser): Promise<string> {
   const res = await call(t, '/api/session', { jar: user.jar });
@@ -21,7 +21,8 @@ async function sessionName(t: TestApp, user: SignedInUser): Promise<string> {
 
 /** PostgreSQL delivers a NOTIFY on the listening connection shortly after the commit; PGlite before it resolves. */
 async function cleared(t: TestApp): Promise<void> {
-  for (let i = 0; i < 200 && t.sessionStateCache!.size > 0; i++) await new Promise((resolve) => setTimeout(resolve, 10));
+  for (let i = 0; i < 200 && t.sessionStateCache!.size > 0; i++)
+    await new Promise((resolve) => setTimeout(resolve, 10));
   expect(t.sessionStateCache!.size).toBe(0);
 }
 
@@ -55,7 +56,9 @@ describe('session-state cache', () => {
     expect(await sessionName(t, user)).toBe('Before');
 
     // An ordinary committed write, not through the API: the notification clears the cache.
-    await t.database.withOwner((owner) => sql`update users set name = 'After' where id = ${user.id}::uuid`.execute(owner));
+    await t.database.withOwner((owner) =>
+      sql`update users set name = 'After' where id = ${user.id}::uuid`.execute(owner),
+    );
     await cleared(t);
     expect(await sessionName(t, user)).toBe('After');
   });

@@ -1,4 +1,4 @@
-import { sql, type Kysely, type Transaction } from 'kysely';
+import { type Kysely, sql, type Transaction } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ambientAware, currentTransaction, runInTransaction } from '../../src/db/ambient.js';
 import type { DB } from '../../src/db/database.js';
@@ -32,11 +32,18 @@ describe('transactions', () => {
 
   const marker = () => `tx-${crypto.randomUUID()}`;
   const insertUser = (handle: Kysely<DB> | Transaction<DB>, name: string) =>
-    handle.insertInto('users').values({ name, email: `${crypto.randomUUID()}@example.test` }).execute();
-  const countByName = async (handle: Kysely<DB> | Transaction<DB>, name: string) => (await handle.selectFrom('users').select('id').where('name', '=', name).execute()).length;
-  const txid = async (handle: Kysely<DB> | Transaction<DB>) => (await sql<{ id: string }>`select txid_current()::text as id`.execute(handle)).rows[0]!.id;
-  const backend = async (handle: Kysely<DB> | Transaction<DB>) => (await sql<{ pid: number }>`select pg_backend_pid() as pid`.execute(handle)).rows[0]!.pid;
-  const currentUser = async (handle: Kysely<DB>) => (await sql<{ name: string }>`select current_user as name`.execute(handle)).rows[0]!.name;
+    handle
+      .insertInto('users')
+      .values({ name, email: `${crypto.randomUUID()}@example.test` })
+      .execute();
+  const countByName = async (handle: Kysely<DB> | Transaction<DB>, name: string) =>
+    (await handle.selectFrom('users').select('id').where('name', '=', name).execute()).length;
+  const txid = async (handle: Kysely<DB> | Transaction<DB>) =>
+    (await sql<{ id: string }>`select txid_current()::text as id`.execute(handle)).rows[0]!.id;
+  const backend = async (handle: Kysely<DB> | Transaction<DB>) =>
+    (await sql<{ pid: number }>`select pg_backend_pid() as pid`.execute(handle)).rows[0]!.pid;
+  const currentUser = async (handle: Kysely<DB>) =>
+    (await sql<{ name: string }>`select current_user as name`.execute(handle)).rows[0]!.name;
 
   it("do not see each other's uncommitted writes, and neither ends the other", async () => {
     const first = marker();

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { linkIn, mailsTo } from '../support/http.js';
 import { ALL_PERMISSIONS } from '../support/orgs.js';
 import { PASSWORD, uniqueEmail } from '../support/users.js';
-import { startApiServer, type ApiServer } from './support/api-server.js';
+import { type ApiServer, startApiServer } from './support/api-server.js';
 import { launchChromium } from './support/chromium.js';
 import { SCREENSHOT_DIR, startStaticServer, swaggerUiDist } from './support/servers.js';
 
@@ -70,7 +70,8 @@ describe('the SPA in Chromium against the Node API', () => {
     page = await context.newPage();
     page.on('pageerror', (error) => pageErrors.push(error.message));
     page.on('response', (response) => {
-      if (response.url().startsWith(api.url) && response.request().resourceType() === 'fetch') apiResponses.push(response);
+      if (response.url().startsWith(api.url) && response.request().resourceType() === 'fetch')
+        apiResponses.push(response);
     });
   });
 
@@ -163,7 +164,12 @@ describe('the SPA in Chromium against the Node API', () => {
     expect(await text('#permissions')).toBe(`(${ALL_PERMISSIONS.length} permissions)`);
 
     await step('list roles', () => page.click('#list-roles'));
-    expect(await page.locator('#roles li').allTextContents()).toEqual(['Owner (owner)', 'Admin (admin)', 'Member (member)', 'Viewer (viewer)']);
+    expect(await page.locator('#roles li').allTextContents()).toEqual([
+      'Owner (owner)',
+      'Admin (admin)',
+      'Member (member)',
+      'Viewer (viewer)',
+    ]);
 
     await page.fill('#role-form [name=name]', 'Auditors');
     await page.fill('#role-form [name=description]', 'Read-only reviewers');
@@ -191,7 +197,9 @@ describe('the SPA in Chromium against the Node API', () => {
     await step('sign out', () => page.click('#sign-out'));
     expect(await text('#who')).toBe('Signed out');
     expect((await context.cookies(spaOrigin)).filter((c) => c.name === SESSION_COOKIE && c.value !== '')).toEqual([]);
-    expect(await stepFails('list roles', () => page.click('#list-roles'))).toMatch(/^list roles: Error: 401 UNAUTHORIZED\b/);
+    expect(await stepFails('list roles', () => page.click('#list-roles'))).toMatch(
+      /^list roles: Error: 401 UNAUTHORIZED\b/,
+    );
     await page.screenshot({ path: join(SCREENSHOT_DIR, 'browser-3-signed-out.png'), fullPage: true });
 
     expectCorsFor(spaOrigin);
@@ -206,7 +214,15 @@ describe('the SPA in Chromium against the Node API', () => {
     await step('sign in', () => page.click('#signin-form button'));
     const user = await api.t.db.selectFrom('users').select('id').where('email', '=', email).executeTakeFirstOrThrow();
     const sessionRows = async () =>
-      Number((await api.t.db.selectFrom('sessions').select((eb) => eb.fn.countAll().as('n')).where('user_id', '=', user.id).executeTakeFirstOrThrow()).n);
+      Number(
+        (
+          await api.t.db
+            .selectFrom('sessions')
+            .select((eb) => eb.fn.countAll().as('n'))
+            .where('user_id', '=', user.id)
+            .executeTakeFirstOrThrow()
+        ).n,
+      );
     const sessionsBefore = await sessionRows();
 
     // ...and opens a page on another origin, which knows (or guesses) the credentials too.
@@ -262,7 +278,10 @@ describe('the SPA in Chromium against the Node API', () => {
         return route.fulfill({
           status: 200,
           // The page loads the bundle with crossorigin="anonymous", as from the real CDN.
-          headers: { 'access-control-allow-origin': '*', 'content-type': file.endsWith('.css') ? 'text/css' : 'text/javascript' },
+          headers: {
+            'access-control-allow-origin': '*',
+            'content-type': file.endsWith('.css') ? 'text/css' : 'text/javascript',
+          },
           body: await readFile(join(dist!, file)),
         });
       }
@@ -275,7 +294,9 @@ describe('the SPA in Chromium against the Node API', () => {
     const errors: string[] = [];
     docs.on('pageerror', (error) => errors.push(error.message));
 
-    const spec = (await (await fetch(`${api.url}/api/openapi.json`)).json()) as { paths: Record<string, Record<string, unknown>> };
+    const spec = (await (await fetch(`${api.url}/api/openapi.json`)).json()) as {
+      paths: Record<string, Record<string, unknown>>;
+    };
     const expected = Object.entries(spec.paths)
       .flatMap(([path, item]) => Object.keys(item).map((method) => `${method.toUpperCase()} ${path}`))
       .sort();
@@ -293,9 +314,11 @@ describe('the SPA in Chromium against the Node API', () => {
     );
     expect(rendered.sort()).toEqual(expected);
     // Spec §4: the old member-role route is shown as deprecated.
-    expect(await docs.$$eval('.opblock-deprecated .opblock-summary-path__deprecated', (nodes) => nodes.map((n) => n.getAttribute('data-path')))).toEqual([
-      '/api/roles/members/{id}/role',
-    ]);
+    expect(
+      await docs.$$eval('.opblock-deprecated .opblock-summary-path__deprecated', (nodes) =>
+        nodes.map((n) => n.getAttribute('data-path')),
+      ),
+    ).toEqual(['/api/roles/members/{id}/role']);
     expect(await docs.textContent('.info .title')).toContain('Gatehouse');
     expect(served.sort()).toEqual(['swagger-ui-bundle.js', 'swagger-ui.css']);
     expect(refused).toEqual([]);

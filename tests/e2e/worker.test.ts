@@ -7,8 +7,8 @@ import { ALL_PERMISSIONS } from '../support/orgs.js';
 import { withDatabaseName } from '../support/servers.js';
 import { startUpstashServer, type UpstashServer } from '../support/upstash-server.js';
 import { PASSWORD, uniqueEmail } from '../support/users.js';
-import { firstLink, startMailCapture } from './support/servers.js';
 import { releaseDatabase } from './support/pooler.js';
+import { firstLink, startMailCapture } from './support/servers.js';
 import { freePort, randomSecret, startWranglerDev, type WranglerDev } from './support/wrangler.js';
 
 /**
@@ -44,7 +44,13 @@ function requiredServers() {
       'The Workers suite needs TEST_PG_URL, TEST_PG_APP_URL, TEST_POOLER_URL, TEST_POOLER_APP_URL and TEST_REDIS_URL: run it through `bash .ci/e2e.sh` after `source .ci/services.sh && services_start`',
     );
   }
-  return { pgUrl: TEST_PG_URL, pgAppUrl: TEST_PG_APP_URL, poolerUrl: TEST_POOLER_URL, poolerAppUrl: TEST_POOLER_APP_URL, redisUrl: TEST_REDIS_URL };
+  return {
+    pgUrl: TEST_PG_URL,
+    pgAppUrl: TEST_PG_APP_URL,
+    poolerUrl: TEST_POOLER_URL,
+    poolerAppUrl: TEST_POOLER_APP_URL,
+    redisUrl: TEST_REDIS_URL,
+  };
 }
 
 describe('the worker in workerd (wrangler dev) against PostgreSQL and the Upstash protocol', () => {
@@ -60,7 +66,11 @@ describe('the worker in workerd (wrangler dev) against PostgreSQL and the Upstas
     await owner.unsafe(`create database "${databaseName}"`);
     await owner.end();
     // Migrations as the owner, as `npm run db:migrate` does with DATABASE_MIGRATION_URL, through the pooler.
-    const database = await openPostgres({ url: withDatabaseName(servers.pgAppUrl, databaseName), migrationUrl: withDatabaseName(servers.poolerUrl, databaseName), poolMax: 1 });
+    const database = await openPostgres({
+      url: withDatabaseName(servers.pgAppUrl, databaseName),
+      migrationUrl: withDatabaseName(servers.poolerUrl, databaseName),
+      poolMax: 1,
+    });
     await migrateToLatest(database);
     await database.close();
 
@@ -90,7 +100,9 @@ describe('the worker in workerd (wrangler dev) against PostgreSQL and the Upstas
         CRON_SECRET: randomSecret(32),
       }),
       // The runtime role (not the owner), through PgBouncer: row-level security applies as in production.
-      env: { CLOUDFLARE_HYPERDRIVE_LOCAL_CONNECTION_STRING_HYPERDRIVE: withDatabaseName(servers.poolerAppUrl, databaseName) },
+      env: {
+        CLOUDFLARE_HYPERDRIVE_LOCAL_CONNECTION_STRING_HYPERDRIVE: withDatabaseName(servers.poolerAppUrl, databaseName),
+      },
     });
   });
 
@@ -105,7 +117,11 @@ describe('the worker in workerd (wrangler dev) against PostgreSQL and the Upstas
   });
 
   async function flushRateLimits(): Promise<void> {
-    const res = await fetch(upstash.url, { method: 'POST', headers: { authorization: `Bearer ${upstash.token}` }, body: JSON.stringify(['FLUSHDB']) });
+    const res = await fetch(upstash.url, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${upstash.token}` },
+      body: JSON.stringify(['FLUSHDB']),
+    });
     expect(await res.json()).toEqual({ result: 'OK' });
   }
 
@@ -114,7 +130,10 @@ describe('the worker in workerd (wrangler dev) against PostgreSQL and the Upstas
   });
 
   /** A request as the SPA on APP_URL sends it: JSON, its Origin, the jar's cookies. */
-  async function call(path: string, options: { method?: string; body?: unknown; jar?: CookieJar; cookie?: string; redirect?: RequestRedirect } = {}) {
+  async function call(
+    path: string,
+    options: { method?: string; body?: unknown; jar?: CookieJar; cookie?: string; redirect?: RequestRedirect } = {},
+  ) {
     const headers: Record<string, string> = { origin: APP_ORIGIN };
     if (options.body !== undefined) headers['content-type'] = 'application/json';
     const cookie = options.cookie ?? options.jar?.header();
@@ -150,8 +169,13 @@ describe('the worker in workerd (wrangler dev) against PostgreSQL and the Upstas
   });
 
   it('signs up; the verification mail goes to the provider; sign-in waits for verification', async () => {
-    await json(await call('/api/auth/sign-up/email', { body: { email, password: PASSWORD, name: 'Wendy Worker' } }), 200);
-    await expect.poll(() => mail.emails.filter((m) => [m.to].flat().includes(email)).length, { timeout: 10_000 }).toBe(1);
+    await json(
+      await call('/api/auth/sign-up/email', { body: { email, password: PASSWORD, name: 'Wendy Worker' } }),
+      200,
+    );
+    await expect
+      .poll(() => mail.emails.filter((m) => [m.to].flat().includes(email)).length, { timeout: 10_000 })
+      .toBe(1);
     const sent = mail.emails.find((m) => [m.to].flat().includes(email))!;
     expect(sent.authorization).toBe(`Bearer ${emailKey}`);
     expect(sent.from).toBe('Gatehouse <no-reply@gatehouse.test>');
@@ -183,7 +207,10 @@ describe('the worker in workerd (wrangler dev) against PostgreSQL and the Upstas
 
   it('creates an organization (default roles seeded) and lists and creates roles in it', async () => {
     const slug = `worker-${crypto.randomUUID().slice(0, 8)}`;
-    const org = await json<{ id: string; slug: string }>(await call('/api/auth/organization/create', { body: { name: 'Worker Org', slug }, jar }), 200);
+    const org = await json<{ id: string; slug: string }>(
+      await call('/api/auth/organization/create', { body: { name: 'Worker Org', slug }, jar }),
+      200,
+    );
     expect(org.slug).toBe(slug);
     await json(await call('/api/auth/organization/set-active', { body: { organizationId: org.id }, jar }), 200);
 
@@ -195,14 +222,29 @@ describe('the worker in workerd (wrangler dev) against PostgreSQL and the Upstas
     expect(roles.map((r) => r.slug)).toEqual(['owner', 'admin', 'member', 'viewer']);
     expect(roles.every((r) => r.isDefault)).toBe(true);
 
-    const created = await json(await call('/api/roles', { body: { name: 'Edge Readers', description: 'from workerd', permissions: ['roles:read'] }, jar }), 201);
+    const created = await json(
+      await call('/api/roles', {
+        body: { name: 'Edge Readers', description: 'from workerd', permissions: ['roles:read'] },
+        jar,
+      }),
+      201,
+    );
     expect(created).toMatchObject({ slug: 'edge-readers', permissions: ['roles:read'], isDefault: false });
-    expect((await json<{ slug: string }[]>(await call('/api/roles', { jar }), 200)).map((r) => r.slug)).toEqual(['owner', 'admin', 'member', 'viewer', 'edge-readers']);
+    expect((await json<{ slug: string }[]>(await call('/api/roles', { jar }), 200)).map((r) => r.slug)).toEqual([
+      'owner',
+      'admin',
+      'member',
+      'viewer',
+      'edge-readers',
+    ]);
   });
 
   /** Signs up, follows the mailed verification link and signs in: three requests of the auth tier. */
   async function verifiedUser(address: string, into: CookieJar): Promise<void> {
-    await json(await call('/api/auth/sign-up/email', { body: { email: address, password: PASSWORD, name: 'Second Tenant' } }), 200);
+    await json(
+      await call('/api/auth/sign-up/email', { body: { email: address, password: PASSWORD, name: 'Second Tenant' } }),
+      200,
+    );
     await expect.poll(() => mail.emails.some((m) => [m.to].flat().includes(address)), { timeout: 10_000 }).toBe(true);
     const link = firstLink(mail.emails.find((m) => [m.to].flat().includes(address))!.text ?? '');
     await call(new URL(link).pathname + new URL(link).search, { redirect: 'manual' });
@@ -212,7 +254,8 @@ describe('the worker in workerd (wrangler dev) against PostgreSQL and the Upstas
   async function runtimeSessionsSince(since: Date): Promise<number> {
     const owner = postgres(servers.pgUrl, { max: 1, onnotice: () => {} });
     try {
-      const [row] = await owner`select count(*)::int as n from pg_stat_activity where datname = ${databaseName} and usename = 'gatehouse_runtime' and backend_start > ${since}`;
+      const [row] =
+        await owner`select count(*)::int as n from pg_stat_activity where datname = ${databaseName} and usename = 'gatehouse_runtime' and backend_start > ${since}`;
       return row!.n as number;
     } finally {
       await owner.end();
@@ -222,7 +265,13 @@ describe('the worker in workerd (wrangler dev) against PostgreSQL and the Upstas
   it('serves two tenants concurrently from one isolate: no shared connection, transaction or tenant; failures poison nothing; sessions reused through the pooler', async () => {
     const other = new CookieJar();
     await verifiedUser(uniqueEmail('worker-b'), other);
-    const orgB = await json<{ id: string }>(await call('/api/auth/organization/create', { body: { name: 'Tenant B', slug: `tenant-b-${crypto.randomUUID().slice(0, 8)}` }, jar: other }), 200);
+    const orgB = await json<{ id: string }>(
+      await call('/api/auth/organization/create', {
+        body: { name: 'Tenant B', slug: `tenant-b-${crypto.randomUUID().slice(0, 8)}` },
+        jar: other,
+      }),
+      200,
+    );
     await json(await call('/api/auth/organization/set-active', { body: { organizationId: orgB.id }, jar: other }), 200);
     await json(await call('/api/roles', { body: { name: 'Only B', permissions: ['roles:read'] }, jar: other }), 201);
     const orgA = (await json(await call('/api/session', { jar }), 200)).session.activeOrganizationId as string;
@@ -244,7 +293,13 @@ describe('the worker in workerd (wrangler dev) against PostgreSQL and the Upstas
             expect(session.session.activeOrganizationId).toBe(tenant.org);
           } else {
             // A write that fails in its transaction (the slug exists in this tenant only).
-            const refused = await json(await call('/api/roles', { body: { name: tenant.duplicate, permissions: ['roles:read'] }, jar: tenant.jar }), 409);
+            const refused = await json(
+              await call('/api/roles', {
+                body: { name: tenant.duplicate, permissions: ['roles:read'] },
+                jar: tenant.jar,
+              }),
+              409,
+            );
             expect(refused.code).toBe('SLUG_CONFLICT');
           }
         }),
@@ -257,7 +312,9 @@ describe('the worker in workerd (wrangler dev) against PostgreSQL and the Upstas
     expect(await runtimeSessionsSince(since)).toBeLessThanOrEqual(3);
     // And the next requests of each tenant still see their own roles only.
     for (const tenant of tenants) {
-      expect((await json<{ slug: string }[]>(await call('/api/roles', { jar: tenant.jar }), 200)).map((r) => r.slug)).toEqual(tenant.slugs);
+      expect(
+        (await json<{ slug: string }[]>(await call('/api/roles', { jar: tenant.jar }), 200)).map((r) => r.slug),
+      ).toEqual(tenant.slugs);
     }
   });
 
@@ -273,7 +330,8 @@ describe('the worker in workerd (wrangler dev) against PostgreSQL and the Upstas
     // Hyperdrive never caches a statement calling a VOLATILE function (docs/workers.md).
     const owner = postgres(withDatabaseName(servers.pgUrl, databaseName), { max: 1, onnotice: () => {} });
     try {
-      const rows = await owner`select proname, provolatile from pg_proc where proname in ('session_state', 'tenant_roles') order by proname`;
+      const rows =
+        await owner`select proname, provolatile from pg_proc where proname in ('session_state', 'tenant_roles') order by proname`;
       expect(rows.map((r) => [r.proname, r.provolatile])).toEqual([
         ['session_state', 'v'],
         ['tenant_roles', 'v'],

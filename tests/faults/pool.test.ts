@@ -9,7 +9,16 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ACQUIRE_TIMEOUT_MS, LOCK_TIMEOUT_MS } from '../../src/db/client.js';
-import { consistencyProblems, faultAnswerProblems, organizationOf, signedUpUser, startWorld, type Answer, type User, type World } from './support/harness.js';
+import {
+  type Answer,
+  consistencyProblems,
+  faultAnswerProblems,
+  organizationOf,
+  signedUpUser,
+  startWorld,
+  type User,
+  type World,
+} from './support/harness.js';
 import { isOk, sleep } from './support/traffic.js';
 
 /** The lock wait, then the wait for the connection it held, with slack for a loaded machine. */
@@ -24,7 +33,10 @@ describe('an exhausted pool (DATABASE_POOL_MAX=1, a lock held elsewhere)', () =>
     world = await startWorld({ DATABASE_POOL_MAX: '1' });
     user = await signedUpUser(world.service, 'pool');
     await organizationOf(world.service, user);
-    const created = await world.service.request('/api/roles', { body: { name: 'Locked role', permissions: ['roles:read'] }, jar: user.jar });
+    const created = await world.service.request('/api/roles', {
+      body: { name: 'Locked role', permissions: ['roles:read'] },
+      jar: user.jar,
+    });
     expect(created.status).toBe(201);
     roleId = created.body.id;
   });
@@ -49,22 +61,42 @@ describe('an exhausted pool (DATABASE_POOL_MAX=1, a lock held elsewhere)', () =>
   }
 
   async function burst(requests: (() => Promise<Answer>)[]): Promise<Answer[]> {
-    return Promise.all(requests.map((send) => send().catch((error: unknown) => ({ status: 0, body: null, text: String(error), ms: Infinity, path: 'transport', method: '' }))));
+    return Promise.all(
+      requests.map((send) =>
+        send().catch((error: unknown) => ({
+          status: 0,
+          body: null,
+          text: String(error),
+          ms: Infinity,
+          path: 'transport',
+          method: '',
+        })),
+      ),
+    );
   }
 
   it('a write blocked on a row lock and the reads queued behind it: all answered within the bound, as 503 or success', async () => {
     const { released } = await holdLock(`select id from roles where id = '${roleId}' for update`, 20_000);
     const s = world.service;
     const answers = await burst([
-      () => s.request(`/api/roles/${roleId}`, { method: 'PATCH', body: { description: 'waits for the lock' }, jar: user.jar }),
+      () =>
+        s.request(`/api/roles/${roleId}`, {
+          method: 'PATCH',
+          body: { description: 'waits for the lock' },
+          jar: user.jar,
+        }),
       ...Array.from({ length: 4 }, () => () => s.request('/api/roles', { jar: user.jar })),
       () => s.request('/api/session', { jar: user.jar }),
       () => s.request('/api/members', { jar: user.jar }),
       () => s.request('/api/health'),
     ]);
-    console.log(`[faults] pool ${JSON.stringify(answers.map((a) => ({ request: `${a.method} ${a.path}`, status: a.status, ms: Math.round(a.ms) })))}`);
+    console.log(
+      `[faults] pool ${JSON.stringify(answers.map((a) => ({ request: `${a.method} ${a.path}`, status: a.status, ms: Math.round(a.ms) })))}`,
+    );
     expect(answers.map((a) => faultAnswerProblems(a, isOk)).filter(Boolean)).toEqual([]);
-    expect(answers.filter((a) => a.ms > BOUND_MS).map((a) => `${a.method} ${a.path} ${Math.round(a.ms)} ms`)).toEqual([]);
+    expect(answers.filter((a) => a.ms > BOUND_MS).map((a) => `${a.method} ${a.path} ${Math.round(a.ms)} ms`)).toEqual(
+      [],
+    );
     // The write could not have its lock: refused, not applied.
     expect(answers[0]!.status).toBe(503);
     expect(answers.filter((a) => a.status === 503).length).toBeGreaterThan(1);
@@ -73,7 +105,11 @@ describe('an exhausted pool (DATABASE_POOL_MAX=1, a lock held elsewhere)', () =>
     await released;
     await sleep(200);
     // The same process serves again, the write included.
-    const after = await s.request(`/api/roles/${roleId}`, { method: 'PATCH', body: { description: 'after the lock' }, jar: user.jar });
+    const after = await s.request(`/api/roles/${roleId}`, {
+      method: 'PATCH',
+      body: { description: 'after the lock' },
+      jar: user.jar,
+    });
     expect(after.status, after.text).toBe(200);
     expect(after.body.description).toBe('after the lock');
   });
@@ -83,12 +119,20 @@ describe('an exhausted pool (DATABASE_POOL_MAX=1, a lock held elsewhere)', () =>
     const s = world.service;
     const answers = await burst([
       ...Array.from({ length: 3 }, () => () => s.request('/api/roles', { jar: user.jar })),
-      () => s.request('/api/roles', { body: { name: `Queued ${crypto.randomUUID().slice(0, 6)}`, permissions: ['roles:read'] }, jar: user.jar }),
+      () =>
+        s.request('/api/roles', {
+          body: { name: `Queued ${crypto.randomUUID().slice(0, 6)}`, permissions: ['roles:read'] },
+          jar: user.jar,
+        }),
       () => s.request('/api/health'),
     ]);
-    console.log(`[faults] pool (table lock) ${JSON.stringify(answers.map((a) => ({ request: `${a.method} ${a.path}`, status: a.status, ms: Math.round(a.ms) })))}`);
+    console.log(
+      `[faults] pool (table lock) ${JSON.stringify(answers.map((a) => ({ request: `${a.method} ${a.path}`, status: a.status, ms: Math.round(a.ms) })))}`,
+    );
     expect(answers.map((a) => faultAnswerProblems(a, isOk)).filter(Boolean)).toEqual([]);
-    expect(answers.filter((a) => a.ms > BOUND_MS).map((a) => `${a.method} ${a.path} ${Math.round(a.ms)} ms`)).toEqual([]);
+    expect(answers.filter((a) => a.ms > BOUND_MS).map((a) => `${a.method} ${a.path} ${Math.round(a.ms)} ms`)).toEqual(
+      [],
+    );
     expect(answers.filter((a) => a.status === 503).length).toBeGreaterThan(0);
     await released;
     await sleep(200);

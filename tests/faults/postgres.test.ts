@@ -7,8 +7,15 @@
  * acknowledged write is committed with its audit entry).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { consistencyProblems, faultAnswerProblems, organizationOf, signedUpUser, startWorld, type World } from './support/harness.js';
-import { isOk, sleep, startTraffic, waitHealthy, type Sent, type Tenant, type Traffic } from './support/traffic.js';
+import {
+  consistencyProblems,
+  faultAnswerProblems,
+  organizationOf,
+  signedUpUser,
+  startWorld,
+  type World,
+} from './support/harness.js';
+import { isOk, type Sent, sleep, startTraffic, type Tenant, type Traffic, waitHealthy } from './support/traffic.js';
 
 /** postgres.js connect_timeout is 5 s; an answer during the outage comes well within it plus slack. */
 const ANSWER_WITHIN_MS = 7000;
@@ -37,7 +44,10 @@ describe('PostgreSQL stops during traffic', () => {
     const stopped = performance.now();
     await sleep(3000);
     const duringEnd = performance.now();
-    expect(world.service.alive(), `the service process stays up while the database is down: ${JSON.stringify(world.service.lines.slice(-8))}`).toBe(true);
+    expect(
+      world.service.alive(),
+      `the service process stays up while the database is down: ${JSON.stringify(world.service.lines.slice(-8))}`,
+    ).toBe(true);
     await world.pg.start();
     const recoveredIn = await waitHealthy(world.service);
     const healthyAt = performance.now();
@@ -52,12 +62,21 @@ describe('PostgreSQL stops during traffic', () => {
     const summary = {
       label,
       answers: traffic.answers.length,
-      during: { count: during.length, statuses: tally(during), maxMs: Math.round(Math.max(0, ...during.map((a) => a.ms))) },
+      during: {
+        count: during.length,
+        statuses: tally(during),
+        maxMs: Math.round(Math.max(0, ...during.map((a) => a.ms))),
+      },
       after: { count: after.length, statuses: tally(after) },
       slowest: [...traffic.answers]
         .sort((x, y) => y.ms - x.ms)
         .slice(0, 5)
-        .map((a) => ({ request: `${a.method} ${a.path}`, status: a.status, ms: Math.round(a.ms), sentAfterStopMs: Math.round(a.at - windows.stopped) })),
+        .map((a) => ({
+          request: `${a.method} ${a.path}`,
+          status: a.status,
+          ms: Math.round(a.ms),
+          sentAfterStopMs: Math.round(a.at - windows.stopped),
+        })),
     };
     console.log(`[faults] ${JSON.stringify(summary)}`);
     return { during, after };
@@ -66,7 +85,11 @@ describe('PostgreSQL stops during traffic', () => {
   for (const mode of ['fast', 'immediate'] as const) {
     it(`pg_ctl stop -m ${mode}: 503 in the contract's shape while down, the process stays up, service resumes without a restart`, async () => {
       const { traffic, stopped, duringEnd, healthyAt, recoveredIn } = await outage(mode);
-      const { during, after } = report(`stop -m ${mode} (healthy ${Math.round(recoveredIn)} ms after restart)`, traffic, { stopped, duringEnd, healthyAt });
+      const { during, after } = report(
+        `stop -m ${mode} (healthy ${Math.round(recoveredIn)} ms after restart)`,
+        traffic,
+        { stopped, duringEnd, healthyAt },
+      );
 
       // Nothing but success or a shaped 503, at any time (before, during, after).
       expect(traffic.answers.map((a) => faultAnswerProblems(a, isOk)).filter(Boolean)).toEqual([]);
@@ -78,7 +101,9 @@ describe('PostgreSQL stops during traffic', () => {
       expect(world.service.alive()).toBe(true);
       expect(recoveredIn).toBeLessThan(20_000);
       expect(after.length).toBeGreaterThan(10);
-      expect(after.filter((a) => !isOk(a.status)).map((a) => `${a.method} ${a.path} ${a.status} ${a.text.slice(0, 120)}`)).toEqual([]);
+      expect(
+        after.filter((a) => !isOk(a.status)).map((a) => `${a.method} ${a.path} ${a.status} ${a.text.slice(0, 120)}`),
+      ).toEqual([]);
 
       // Nothing half-written.
       const sql = world.inspect();
@@ -108,7 +133,9 @@ describe('PostgreSQL stops during traffic', () => {
     expect(roles.length, 'every 201 role is stored').toBe(roleIds.length);
     const keys = keyIds.length ? await sql`select id, revoked_at from api_keys where id = any(${keyIds}::uuid[])` : [];
     expect(keys.length, 'every 201 key is stored').toBe(keyIds.length);
-    const revoked = revokedIds.length ? await sql`select id from api_keys where id = any(${revokedIds}::uuid[]) and revoked_at is not null` : [];
+    const revoked = revokedIds.length
+      ? await sql`select id from api_keys where id = any(${revokedIds}::uuid[]) and revoked_at is not null`
+      : [];
     expect(revoked.length, 'every 200 revocation is stored').toBe(revokedIds.length);
   }
 });

@@ -9,7 +9,17 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CookieJar } from '../support/http.js';
-import { consistencyProblems, faultAnswerProblems, organizationOf, PASSWORD, signedUpUser, startWorld, type Answer, type User, type World } from './support/harness.js';
+import {
+  type Answer,
+  consistencyProblems,
+  faultAnswerProblems,
+  organizationOf,
+  PASSWORD,
+  signedUpUser,
+  startWorld,
+  type User,
+  type World,
+} from './support/harness.js';
 import { isOk, sleep } from './support/traffic.js';
 
 /** RATE_LIMIT_STORE_TIMEOUT_MS (1 s) plus slack for a loaded machine: "about a second". */
@@ -28,23 +38,38 @@ describe('the rate-limit store goes away', () => {
     await world?.destroy();
   });
 
-  const signIn = () => world.service.request('/api/auth/sign-in/email', { body: { email: user.email, password: PASSWORD }, jar: new CookieJar() });
+  const signIn = () =>
+    world.service.request('/api/auth/sign-in/email', {
+      body: { email: user.email, password: PASSWORD },
+      jar: new CookieJar(),
+    });
   const AUTH_TIER: (() => Promise<Answer>)[] = [
     signIn,
-    () => world.service.request('/api/auth/sign-up/email', { body: { email: `new-${crypto.randomUUID().slice(0, 8)}@example.test`, password: PASSWORD, name: 'New' } }),
-    () => world.service.request('/api/auth/request-password-reset', { body: { email: user.email, redirectTo: 'http://localhost:3000/reset' } }),
+    () =>
+      world.service.request('/api/auth/sign-up/email', {
+        body: { email: `new-${crypto.randomUUID().slice(0, 8)}@example.test`, password: PASSWORD, name: 'New' },
+      }),
+    () =>
+      world.service.request('/api/auth/request-password-reset', {
+        body: { email: user.email, redirectTo: 'http://localhost:3000/reset' },
+      }),
     () => world.service.request('/api/users/me/purge', { body: { confirmEmail: user.email }, jar: user.jar }),
   ];
   const GLOBAL_TIER: (() => Promise<Answer>)[] = [
     () => world.service.request('/api/roles', { jar: user.jar }),
     () => world.service.request('/api/session', { jar: user.jar }),
     () => world.service.request('/api/health'),
-    () => world.service.request('/api/roles', { body: { name: `Open ${crypto.randomUUID().slice(0, 6)}`, permissions: ['roles:read'] }, jar: user.jar }),
+    () =>
+      world.service.request('/api/roles', {
+        body: { name: `Open ${crypto.randomUUID().slice(0, 6)}`, permissions: ['roles:read'] },
+        jar: user.jar,
+      }),
   ];
   const all = (sends: (() => Promise<Answer>)[]) => Promise.all(sends.map((send) => send()));
 
   async function rows(): Promise<{ users: number; sessions: number; verifications: number }> {
-    const [row] = await world.inspect()`select (select count(*)::int from users) as users, (select count(*)::int from sessions) as sessions, (select count(*)::int from verifications) as verifications`;
+    const [row] =
+      await world.inspect()`select (select count(*)::int from users) as users, (select count(*)::int from sessions) as sessions, (select count(*)::int from verifications) as verifications`;
     return row as { users: number; sessions: number; verifications: number };
   }
 
@@ -53,21 +78,33 @@ describe('the rate-limit store goes away', () => {
     const failuresBefore = world.service.lines.filter((line) => line.event === 'rate_limit.store_failed').length;
     const auth = await all(AUTH_TIER);
     const open = await all(GLOBAL_TIER);
-    console.log(`[faults] ${label} ${JSON.stringify([...auth, ...open].map((a) => ({ request: `${a.method} ${a.path}`, status: a.status, ms: Math.round(a.ms) })))}`);
+    console.log(
+      `[faults] ${label} ${JSON.stringify([...auth, ...open].map((a) => ({ request: `${a.method} ${a.path}`, status: a.status, ms: Math.round(a.ms) })))}`,
+    );
 
     // Auth tier: closed, in the contract's shape, within about a second, nothing written.
     for (const answer of auth) {
-      expect(faultAnswerProblems(answer, () => false), `${label}: ${answer.path}`).toBeNull();
+      expect(
+        faultAnswerProblems(answer, () => false),
+        `${label}: ${answer.path}`,
+      ).toBeNull();
       expect(answer.status).toBe(503);
-      expect(answer.ms, `${label}: ${answer.path} took ${Math.round(answer.ms)} ms`).toBeLessThan(FAIL_CLOSED_WITHIN_MS);
+      expect(answer.ms, `${label}: ${answer.path} took ${Math.round(answer.ms)} ms`).toBeLessThan(
+        FAIL_CLOSED_WITHIN_MS,
+      );
     }
     expect(await rows(), `${label}: a refused sign-up, sign-in or reset wrote nothing`).toEqual(before);
 
     // Global tier: open (the request is served), logged at error level.
-    for (const answer of open) expect(isOk(answer.status), `${label}: ${answer.path} ${answer.status} ${answer.text.slice(0, 120)}`).toBe(true);
-    const failures = world.service.lines.filter((line) => line.event === 'rate_limit.store_failed').slice(failuresBefore);
+    for (const answer of open)
+      expect(isOk(answer.status), `${label}: ${answer.path} ${answer.status} ${answer.text.slice(0, 120)}`).toBe(true);
+    const failures = world.service.lines
+      .filter((line) => line.event === 'rate_limit.store_failed')
+      .slice(failuresBefore);
     expect(failures.some((line) => line.tier === 'auth' && line.level === 'error')).toBe(true);
-    expect(failures.some((line) => line.tier === 'global' && line.failOpen === true && line.level === 'error')).toBe(true);
+    expect(failures.some((line) => line.tier === 'global' && line.failOpen === true && line.level === 'error')).toBe(
+      true,
+    );
     expect(world.service.alive()).toBe(true);
   }
 

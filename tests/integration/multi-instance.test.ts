@@ -28,7 +28,7 @@
  * cookie jar, the mailed links read from the instances' development-email
  * log lines). The owner connection only inspects (and creates/drops the database).
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openPostgres } from '../../src/db/client.js';
@@ -97,7 +97,9 @@ async function startInstance(name: string, env: Record<string, string>): Promise
   while (!lines.some((line) => line.event === 'server.listening')) {
     if (child.exitCode !== null || child.signalCode !== null || Date.now() - started > START_TIMEOUT_MS) {
       child.kill('SIGKILL');
-      throw new Error(`instance ${name} did not start (exit ${child.exitCode}): ${JSON.stringify(lines.slice(-5))} ${raw.slice(-10).join('\n')}`);
+      throw new Error(
+        `instance ${name} did not start (exit ${child.exitCode}): ${JSON.stringify(lines.slice(-5))} ${raw.slice(-10).join('\n')}`,
+      );
     }
     await sleep(100);
   }
@@ -156,7 +158,9 @@ function expectError(answer: Answer, status: number, code: string): void {
 /** The path and query of the link in the newest mail `via` logged to `email` whose subject matches. */
 async function mailedPath(via: Instance, email: string, subject: RegExp): Promise<string> {
   for (let i = 0; i < 200; i += 1) {
-    const mail = via.lines.filter((line) => line.event === 'email' && line.to === email && subject.test(String(line.subject))).at(-1);
+    const mail = via.lines
+      .filter((line) => line.event === 'email' && line.to === email && subject.test(String(line.subject)))
+      .at(-1);
     const link = mail && /https?:\/\/\S+/.exec(String(mail.text))?.[0];
     if (link) {
       const url = new URL(link);
@@ -177,7 +181,11 @@ interface User {
 
 async function signIn(via: Instance, user: Pick<User, 'email' | 'ip'>): Promise<{ id: string; jar: CookieJar }> {
   const jar = new CookieJar();
-  const answer = await via.request('/api/auth/sign-in/email', { body: { email: user.email, password: PASSWORD }, jar, ip: user.ip });
+  const answer = await via.request('/api/auth/sign-in/email', {
+    body: { email: user.email, password: PASSWORD },
+    jar,
+    ip: user.ip,
+  });
   const body = expectAnswer(answer, 200);
   return { id: body.user.id, jar };
 }
@@ -186,7 +194,10 @@ async function signIn(via: Instance, user: Pick<User, 'email' | 'ip'>): Promise<
 async function newUser(via: Instance, label: string): Promise<User> {
   const email = `${label}-${RUN}-${crypto.randomUUID().slice(0, 8)}@example.test`;
   const ip = freshAddress();
-  expectAnswer(await via.request('/api/auth/sign-up/email', { body: { email, password: PASSWORD, name: label }, ip }), 200);
+  expectAnswer(
+    await via.request('/api/auth/sign-up/email', { body: { email, password: PASSWORD, name: label }, ip }),
+    200,
+  );
   const verified = await via.request(await mailedPath(via, email, /verif/i), { ip });
   expect([200, 302], verified.text.slice(0, 200)).toContain(verified.status);
   const { id, jar } = await signIn(via, { email, ip });
@@ -196,17 +207,55 @@ async function newUser(via: Instance, label: string): Promise<User> {
 /** A new organization created by `owner` through `via`, made its active one. */
 async function newOrganization(via: Instance, owner: User): Promise<string> {
   const slug = `org-${RUN}-${crypto.randomUUID().slice(0, 8)}`;
-  const created = expectAnswer(await via.request('/api/auth/organization/create', { body: { name: slug, slug }, jar: owner.jar, ip: owner.ip }), 200);
-  expectAnswer(await via.request('/api/auth/organization/set-active', { body: { organizationId: created.id }, jar: owner.jar, ip: owner.ip }), 200);
+  const created = expectAnswer(
+    await via.request('/api/auth/organization/create', { body: { name: slug, slug }, jar: owner.jar, ip: owner.ip }),
+    200,
+  );
+  expectAnswer(
+    await via.request('/api/auth/organization/set-active', {
+      body: { organizationId: created.id },
+      jar: owner.jar,
+      ip: owner.ip,
+    }),
+    200,
+  );
   return created.id as string;
 }
 
 /** The real invitation flow: `owner` invites through `ownerVia`, `member` accepts through `memberVia` and makes it active. The membership id. */
-async function join(organizationId: string, owner: User, ownerVia: Instance, member: User, memberVia: Instance, role: string): Promise<string> {
-  expectAnswer(await ownerVia.request('/api/auth/organization/invite-member', { body: { email: member.email, role, organizationId }, jar: owner.jar, ip: owner.ip }), 200);
+async function join(
+  organizationId: string,
+  owner: User,
+  ownerVia: Instance,
+  member: User,
+  memberVia: Instance,
+  role: string,
+): Promise<string> {
+  expectAnswer(
+    await ownerVia.request('/api/auth/organization/invite-member', {
+      body: { email: member.email, role, organizationId },
+      jar: owner.jar,
+      ip: owner.ip,
+    }),
+    200,
+  );
   const invitationId = (await mailedPath(ownerVia, member.email, /^Join /)).split('/').at(-1)!.split('?')[0]!;
-  const accepted = expectAnswer(await memberVia.request('/api/auth/organization/accept-invitation', { body: { invitationId }, jar: member.jar, ip: member.ip }), 200);
-  expectAnswer(await memberVia.request('/api/auth/organization/set-active', { body: { organizationId }, jar: member.jar, ip: member.ip }), 200);
+  const accepted = expectAnswer(
+    await memberVia.request('/api/auth/organization/accept-invitation', {
+      body: { invitationId },
+      jar: member.jar,
+      ip: member.ip,
+    }),
+    200,
+  );
+  expectAnswer(
+    await memberVia.request('/api/auth/organization/set-active', {
+      body: { organizationId },
+      jar: member.jar,
+      ip: member.ip,
+    }),
+    200,
+  );
   return accepted.member.id as string;
 }
 
@@ -219,50 +268,58 @@ describe('two Node instances on one PostgreSQL and one Redis', { timeout: 180_00
   let b: Instance;
   let c: Instance;
 
-  beforeAll(async () => {
-    const servers = testServers();
-    if (!servers) throw new Error('runs only in the integration suite (TEST_PG_URL, TEST_PG_APP_URL, TEST_REDIS_URL)');
-    databaseName = `gatehouse_multi_${crypto.randomUUID().replaceAll('-', '')}`;
-    const admin = postgres(servers.pgUrl, { max: 1, onnotice: () => {} });
-    await admin.unsafe(`create database "${databaseName}"`);
-    await admin.end();
-    ownerUrl = withDatabaseName(servers.pgUrl, databaseName);
-    const appUrl = withDatabaseName(servers.pgAppUrl, databaseName);
+  beforeAll(
+    async () => {
+      const servers = testServers();
+      if (!servers)
+        throw new Error('runs only in the integration suite (TEST_PG_URL, TEST_PG_APP_URL, TEST_REDIS_URL)');
+      databaseName = `gatehouse_multi_${crypto.randomUUID().replaceAll('-', '')}`;
+      const admin = postgres(servers.pgUrl, { max: 1, onnotice: () => {} });
+      await admin.unsafe(`create database "${databaseName}"`);
+      await admin.end();
+      ownerUrl = withDatabaseName(servers.pgUrl, databaseName);
+      const appUrl = withDatabaseName(servers.pgAppUrl, databaseName);
 
-    // Migrated once, before either instance starts (both run with MIGRATE_ON_START=false).
-    const migrating = await openPostgres({ url: appUrl, migrationUrl: ownerUrl, poolMax: 1 });
-    try {
-      await migrateToLatest(migrating);
-    } finally {
-      await migrating.close();
-    }
-    owner = postgres(ownerUrl, { max: 2, onnotice: () => {} });
+      // Migrated once, before either instance starts (both run with MIGRATE_ON_START=false).
+      const migrating = await openPostgres({ url: appUrl, migrationUrl: ownerUrl, poolMax: 1 });
+      try {
+        await migrateToLatest(migrating);
+      } finally {
+        await migrating.close();
+      }
+      owner = postgres(ownerUrl, { max: 2, onnotice: () => {} });
 
-    const token = crypto.randomUUID();
-    upstash = await startUpstashServer({ redisUrl: servers.redisUrl, token });
-    const env = {
-      NODE_ENV: 'test',
-      LOG_LEVEL: 'info',
-      // One secret for both: a cookie signed by one instance is read by the other.
-      AUTH_SECRET: `multi-instance-${crypto.randomUUID()}-${crypto.randomUUID()}`,
-      DATABASE_URL: appUrl,
-      DATABASE_MIGRATION_URL: ownerUrl,
-      MIGRATE_ON_START: 'false',
-      KV_REST_API_URL: upstash.url,
-      KV_REST_API_TOKEN: token,
-      RATE_LIMIT_ENABLED: 'true',
-      // Every user has an address (and, signed in, an id) of its own; the
-      // global tier is raised so no case meets it, the auth tier is the spec's.
-      RATE_LIMIT_GLOBAL_LIMIT: '100000',
-      RATE_LIMIT_AUTH_LIMIT: '5',
-      RATE_LIMIT_AUTH_TTL: '60',
-      RATE_LIMIT_AUTH_BLOCK_DURATION: '300',
-      CRON_SECRET,
-      // Scheduling deletion makes the account due at once (case 5).
-      ACCOUNT_DELETION_GRACE_DAYS: '0',
-    };
-    [a, b, c] = await Promise.all([startInstance('A', env), startInstance('B', env), startInstance('C', { ...env, RATE_LIMIT_ENABLED: 'false' })]);
-  }, 2 * START_TIMEOUT_MS + 60_000);
+      const token = crypto.randomUUID();
+      upstash = await startUpstashServer({ redisUrl: servers.redisUrl, token });
+      const env = {
+        NODE_ENV: 'test',
+        LOG_LEVEL: 'info',
+        // One secret for both: a cookie signed by one instance is read by the other.
+        AUTH_SECRET: `multi-instance-${crypto.randomUUID()}-${crypto.randomUUID()}`,
+        DATABASE_URL: appUrl,
+        DATABASE_MIGRATION_URL: ownerUrl,
+        MIGRATE_ON_START: 'false',
+        KV_REST_API_URL: upstash.url,
+        KV_REST_API_TOKEN: token,
+        RATE_LIMIT_ENABLED: 'true',
+        // Every user has an address (and, signed in, an id) of its own; the
+        // global tier is raised so no case meets it, the auth tier is the spec's.
+        RATE_LIMIT_GLOBAL_LIMIT: '100000',
+        RATE_LIMIT_AUTH_LIMIT: '5',
+        RATE_LIMIT_AUTH_TTL: '60',
+        RATE_LIMIT_AUTH_BLOCK_DURATION: '300',
+        CRON_SECRET,
+        // Scheduling deletion makes the account due at once (case 5).
+        ACCOUNT_DELETION_GRACE_DAYS: '0',
+      };
+      [a, b, c] = await Promise.all([
+        startInstance('A', env),
+        startInstance('B', env),
+        startInstance('C', { ...env, RATE_LIMIT_ENABLED: 'false' }),
+      ]);
+    },
+    2 * START_TIMEOUT_MS + 60_000,
+  );
 
   afterAll(async () => {
     await Promise.all([a?.stop(), b?.stop(), c?.stop()]);
@@ -279,7 +336,11 @@ describe('two Node instances on one PostgreSQL and one Redis', { timeout: 180_00
   it('runs two processes of the real entry on the PostgreSQL server and the shared store', () => {
     expect(new Set([a.child.pid, b.child.pid, c.child.pid]).size).toBe(3);
     for (const instance of [a, b, c]) {
-      expect(instance.lines.find((line) => line.event === 'server.listening')).toMatchObject({ engine: 'postgres', env: 'test', port: instance.port });
+      expect(instance.lines.find((line) => line.event === 'server.listening')).toMatchObject({
+        engine: 'postgres',
+        env: 'test',
+        port: instance.port,
+      });
       // No instance fell back to its own in-memory counters.
       expect(instance.lines.filter((line) => line.event === 'config.rate_limit_memory_store')).toEqual([]);
     }
@@ -330,28 +391,53 @@ describe('two Node instances on one PostgreSQL and one Redis', { timeout: 180_00
     const organizationId = await newOrganization(a, boss);
     const member = await newUser(b, 'admin');
     const memberId = await join(organizationId, boss, a, member, b, 'admin');
-    const roles = expectAnswer(await a.request('/api/roles', { jar: boss.jar, ip: boss.ip }), 200) as { id: string; slug: string; permissions: string[] }[];
+    const roles = expectAnswer(await a.request('/api/roles', { jar: boss.jar, ip: boss.ip }), 200) as {
+      id: string;
+      slug: string;
+      permissions: string[];
+    }[];
     const admin = roles.find((role) => role.slug === 'admin')!;
     const viewer = roles.find((role) => role.slug === 'viewer')!;
     expect(viewer.permissions).not.toContain('roles:write');
 
     // As an Admin, through B: roles:write is held and used.
-    expectAnswer(await b.request('/api/roles', { body: { name: `Ops ${RUN} one`, description: 'made by an admin', permissions: ['roles:read'] }, jar: member.jar, ip: member.ip }), 201);
+    expectAnswer(
+      await b.request('/api/roles', {
+        body: { name: `Ops ${RUN} one`, description: 'made by an admin', permissions: ['roles:read'] },
+        jar: member.jar,
+        ip: member.ip,
+      }),
+      201,
+    );
     // Warm B's cache with reads (a POST clears the instance's own cache when it ends).
     const before = expectAnswer(await b.request('/api/session', { jar: member.jar, ip: member.ip }), 200);
     expect(before.session.activeOrganizationId).toBe(organizationId);
     expect(before.permissions).toContain('roles:write');
     expectAnswer(await b.request('/api/roles', { jar: member.jar, ip: member.ip }), 200);
 
-    const changed = expectAnswer(await a.request(`/api/admin/members/${memberId}`, { method: 'PATCH', body: { roleId: viewer.id }, jar: boss.jar, ip: boss.ip }), 200);
+    const changed = expectAnswer(
+      await a.request(`/api/admin/members/${memberId}`, {
+        method: 'PATCH',
+        body: { roleId: viewer.id },
+        jar: boss.jar,
+        ip: boss.ip,
+      }),
+      200,
+    );
     expect(changed).toEqual({ memberId, roleId: viewer.id, previousRoleId: admin.id });
 
     // The very next request through B.
-    const refused = await b.request('/api/roles', { body: { name: `Ops ${RUN} two`, description: 'made by a viewer', permissions: ['roles:read'] }, jar: member.jar, ip: member.ip });
+    const refused = await b.request('/api/roles', {
+      body: { name: `Ops ${RUN} two`, description: 'made by a viewer', permissions: ['roles:read'] },
+      jar: member.jar,
+      ip: member.ip,
+    });
     expectError(refused, 403, 'INSUFFICIENT_PERMISSIONS');
     const after = expectAnswer(await b.request('/api/session', { jar: member.jar, ip: member.ip }), 200);
     expect([...after.permissions].sort()).toEqual([...viewer.permissions].sort());
-    const names = (expectAnswer(await a.request('/api/roles', { jar: boss.jar, ip: boss.ip }), 200) as { name: string }[]).map((role) => role.name);
+    const names = (
+      expectAnswer(await a.request('/api/roles', { jar: boss.jar, ip: boss.ip }), 200) as { name: string }[]
+    ).map((role) => role.name);
     expect(names).toContain(`Ops ${RUN} one`);
     expect(names).not.toContain(`Ops ${RUN} two`);
   });
@@ -367,7 +453,14 @@ describe('two Node instances on one PostgreSQL and one Redis', { timeout: 180_00
     expectAnswer(await b.request('/api/roles', { jar: member.jar, ip: member.ip }), 200);
     expectAnswer(await b.request('/api/roles', { jar: member.jar, ip: member.ip }), 200);
 
-    expectAnswer(await a.request('/api/auth/organization/remove-member', { body: { memberIdOrEmail: memberId, organizationId }, jar: boss.jar, ip: boss.ip }), 200);
+    expectAnswer(
+      await a.request('/api/auth/organization/remove-member', {
+        body: { memberIdOrEmail: memberId, organizationId },
+        jar: boss.jar,
+        ip: boss.ip,
+      }),
+      200,
+    );
 
     // The very next request through B. The session row may still name the
     // organization, but session_state finds no membership there, so the
@@ -382,13 +475,16 @@ describe('two Node instances on one PostgreSQL and one Redis', { timeout: 180_00
     expect(after.permissions).toEqual([]);
   });
 
-
   it("a member's role flipped 30 times through A is seen by the very next read through B and through C, every time", async () => {
     const boss = await newUser(a, 'owner');
     const organizationId = await newOrganization(a, boss);
     const member = await newUser(b, 'flipped');
     const memberId = await join(organizationId, boss, a, member, b, 'admin');
-    const roles = expectAnswer(await a.request('/api/roles', { jar: boss.jar, ip: boss.ip }), 200) as { id: string; slug: string; permissions: string[] }[];
+    const roles = expectAnswer(await a.request('/api/roles', { jar: boss.jar, ip: boss.ip }), 200) as {
+      id: string;
+      slug: string;
+      permissions: string[];
+    }[];
     const admin = roles.find((role) => role.slug === 'admin')!;
     const viewer = roles.find((role) => role.slug === 'viewer')!;
     const sorted = (permissions: string[]) => [...permissions].sort().join(' ');
@@ -398,11 +494,21 @@ describe('two Node instances on one PostgreSQL and one Redis', { timeout: 180_00
       const target = i % 2 === 0 ? viewer : admin;
       const readers = i % 4 < 2 ? [c, b] : [b, c];
       // Warm both readers' caches with the role as it stands.
-      for (const reader of readers) expectAnswer(await reader.request('/api/session', { jar: member.jar, ip: member.ip }), 200);
-      expectAnswer(await a.request(`/api/admin/members/${memberId}`, { method: 'PATCH', body: { roleId: target.id }, jar: boss.jar, ip: boss.ip }), 200);
+      for (const reader of readers)
+        expectAnswer(await reader.request('/api/session', { jar: member.jar, ip: member.ip }), 200);
+      expectAnswer(
+        await a.request(`/api/admin/members/${memberId}`, {
+          method: 'PATCH',
+          body: { roleId: target.id },
+          jar: boss.jar,
+          ip: boss.ip,
+        }),
+        200,
+      );
       for (const reader of readers) {
         const seen = expectAnswer(await reader.request('/api/session', { jar: member.jar, ip: member.ip }), 200);
-        if (sorted(seen.permissions) !== sorted(target.permissions)) stale.push(`flip ${i} to ${target.slug}: ${reader.name} answered the previous role's permissions`);
+        if (sorted(seen.permissions) !== sorted(target.permissions))
+          stale.push(`flip ${i} to ${target.slug}: ${reader.name} answered the previous role's permissions`);
       }
     }
     expect(stale).toEqual([]);
@@ -413,7 +519,11 @@ describe('two Node instances on one PostgreSQL and one Redis', { timeout: 180_00
     const intoWindow = Date.now() % 60_000;
     if (intoWindow > 45_000) await sleep(60_000 - intoWindow + 200);
     const ip = freshAddress();
-    const attempt = (via: Instance) => via.request('/api/auth/sign-in/email', { body: { email: `nobody-${RUN}-${crypto.randomUUID().slice(0, 8)}@example.test`, password: 'wrong password' }, ip });
+    const attempt = (via: Instance) =>
+      via.request('/api/auth/sign-in/email', {
+        body: { email: `nobody-${RUN}-${crypto.randomUUID().slice(0, 8)}@example.test`, password: 'wrong password' },
+        ip,
+      });
 
     for (const via of [a, a, a, b, b]) {
       const answer = await attempt(via);
@@ -437,23 +547,39 @@ describe('two Node instances on one PostgreSQL and one Redis', { timeout: 180_00
     }
 
     // Another address is not affected, on either instance.
-    const elsewhere = await b.request('/api/auth/sign-in/email', { body: { email: `nobody-${RUN}@example.test`, password: 'wrong password' }, ip: freshAddress() });
+    const elsewhere = await b.request('/api/auth/sign-in/email', {
+      body: { email: `nobody-${RUN}@example.test`, password: 'wrong password' },
+      ip: freshAddress(),
+    });
     expect(elsewhere.status).toBe(401);
   });
 
   it('the purge job run on both at the same moment purges each due account exactly once', async () => {
     const first = await newUser(a, 'purge-one');
     const second = await newUser(b, 'purge-two');
-    const firstScheduled = expectAnswer(await a.request('/api/users/me/deletion', { method: 'POST', jar: first.jar, ip: first.ip }), 202);
-    const secondScheduled = expectAnswer(await b.request('/api/users/me/deletion', { method: 'POST', jar: second.jar, ip: second.ip }), 202);
+    const firstScheduled = expectAnswer(
+      await a.request('/api/users/me/deletion', { method: 'POST', jar: first.jar, ip: first.ip }),
+      202,
+    );
+    const secondScheduled = expectAnswer(
+      await b.request('/api/users/me/deletion', { method: 'POST', jar: second.jar, ip: second.ip }),
+      202,
+    );
     // ACCOUNT_DELETION_GRACE_DAYS=0 on both: due the moment it is scheduled.
     expect(firstScheduled.purgeAfter).toBe(firstScheduled.deletedAt);
     expect(secondScheduled.purgeAfter).toBe(secondScheduled.deletedAt);
     const ids = [first.id, second.id];
-    const due = await owner<{ id: string }[]>`select id from users where deleted_at is not null and deleted_at <= now()`;
+    const due = await owner<
+      { id: string }[]
+    >`select id from users where deleted_at is not null and deleted_at <= now()`;
     expect(due.map((row) => row.id).sort()).toEqual([...ids].sort());
 
-    const cron = (via: Instance) => via.request('/api/cron/purge-accounts', { method: 'POST', headers: { authorization: `Bearer ${CRON_SECRET}` }, ip: freshAddress() });
+    const cron = (via: Instance) =>
+      via.request('/api/cron/purge-accounts', {
+        method: 'POST',
+        headers: { authorization: `Bearer ${CRON_SECRET}` },
+        ip: freshAddress(),
+      });
     const answers = await Promise.all([cron(a), cron(b)]);
     for (const answer of answers) {
       expect(answer.status, answer.text).toBe(200);
@@ -482,12 +608,21 @@ describe('two Node instances on one PostgreSQL and one Redis', { timeout: 180_00
         return error.rows as { user_id: string; actor_id: string | null; tenant_id: string | null }[];
       });
     for (const id of ids) {
-      expect(purgedEntries.filter((entry) => entry.user_id === id), id).toEqual([{ user_id: id, actor_id: null, tenant_id: null }]);
+      expect(
+        purgedEntries.filter((entry) => entry.user_id === id),
+        id,
+      ).toEqual([{ user_id: id, actor_id: null, tenant_id: null }]);
     }
 
     // Neither instance logged a failed purge or an unexpected error.
     for (const instance of [a, b]) {
-      expect(instance.lines.filter((line) => line.event === 'account.purge_failed' || (line.level === 'error' && line.event !== 'rate_limit.store_failed'))).toEqual([]);
+      expect(
+        instance.lines.filter(
+          (line) =>
+            line.event === 'account.purge_failed' ||
+            (line.level === 'error' && line.event !== 'rate_limit.store_failed'),
+        ),
+      ).toEqual([]);
     }
   });
 });

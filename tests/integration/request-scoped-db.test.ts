@@ -4,11 +4,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { currentTransaction, runInTransaction } from '../../src/db/ambient.js';
 import { openRequestScopedPostgres } from '../../src/db/request-scoped.js';
 import { withTenant } from '../../src/db/tenant.js';
+import { releaseDatabase } from '../e2e/support/pooler.js';
 import { createTestApp, type TestApp } from '../support/app.js';
 import { createOrganization, createRole } from '../support/orgs.js';
 import { testServers, withDatabaseName } from '../support/servers.js';
 import { signedInUser } from '../support/users.js';
-import { releaseDatabase } from '../e2e/support/pooler.js';
 
 /**
  * The Workers database (src/db/request-scoped.ts) on a real server, through
@@ -31,7 +31,8 @@ describe('request-scoped PostgreSQL (the Worker database)', { timeout: 120_000 }
   });
   afterAll(async () => {
     // The pooler keeps server sessions to this database open; drop them before the database goes.
-    if (process.env.TEST_POOLER_URL && t) await releaseDatabase(process.env.TEST_POOLER_URL, new URL(url).pathname.slice(1));
+    if (process.env.TEST_POOLER_URL && t)
+      await releaseDatabase(process.env.TEST_POOLER_URL, new URL(url).pathname.slice(1));
     await t?.close();
   });
 
@@ -85,13 +86,23 @@ describe('request-scoped PostgreSQL (the Worker database)', { timeout: 120_000 }
         const seen = await withTenant(db, tenant, async (trx) => {
           // Yield between statements so the other requests' statements interleave.
           await new Promise((r) => setTimeout(r, Math.random() * 5));
-          const named = await sql<{ named: string; pid: number; txid: string }>`select current_setting('app.tenant_id', true) as named, pg_backend_pid() as pid, txid_current()::text as txid`.execute(trx);
+          const named = await sql<{
+            named: string;
+            pid: number;
+            txid: string;
+          }>`select current_setting('app.tenant_id', true) as named, pg_backend_pid() as pid, txid_current()::text as txid`.execute(
+            trx,
+          );
           const roles = await trx.selectFrom('roles').select('slug').execute();
           return { ...named.rows[0]!, slugs: roles.map((r) => r.slug).sort(), inAmbient: currentTransaction() === trx };
         });
         // Outside the transaction the tenant is gone (set_config(..., true)).
-        const after = await sql<{ tenant: string | null }>`select nullif(current_setting('app.tenant_id', true), '') as tenant`.execute(db);
-        const arrays = await sql<{ p: string[] }>`select permissions as p from tenant_roles(${tenant}::uuid) order by slug limit 1`.execute(db);
+        const after = await sql<{
+          tenant: string | null;
+        }>`select nullif(current_setting('app.tenant_id', true), '') as tenant`.execute(db);
+        const arrays = await sql<{
+          p: string[];
+        }>`select permissions as p from tenant_roles(${tenant}::uuid) order by slug limit 1`.execute(db);
         return { tenant, ...seen, after: after.rows[0]!.tenant, arrays: arrays.rows[0]?.p };
       });
 
@@ -113,7 +124,11 @@ describe('request-scoped PostgreSQL (the Worker database)', { timeout: 120_000 }
       expect(r.named).toBe(r.tenant);
       expect(r.inAmbient).toBe(true);
       expect(r.after).toBeNull();
-      expect(r.slugs).toEqual(r.tenant === orgA.id ? ['admin', 'member', 'only-in-a', 'owner', 'viewer'] : ['admin', 'member', 'owner', 'viewer']);
+      expect(r.slugs).toEqual(
+        r.tenant === orgA.id
+          ? ['admin', 'member', 'only-in-a', 'owner', 'viewer']
+          : ['admin', 'member', 'owner', 'viewer'],
+      );
       // text[] parsed as an array on every connection, including those opened with fetch_types: false.
       expect(Array.isArray(r.arrays)).toBe(true);
     }
@@ -146,7 +161,15 @@ describe('request-scoped PostgreSQL (the Worker database)', { timeout: 120_000 }
     const admin = postgres(testServers()!.pgUrl, { max: 1, onnotice: () => {} });
     try {
       await expect
-        .poll(async () => Number((await admin`select count(*)::int as n from pg_stat_activity where application_name = 'gatehouse-worker' and datname = current_database()`)[0]!.n), { timeout: 5_000 })
+        .poll(
+          async () =>
+            Number(
+              (
+                await admin`select count(*)::int as n from pg_stat_activity where application_name = 'gatehouse-worker' and datname = current_database()`
+              )[0]!.n,
+            ),
+          { timeout: 5_000 },
+        )
         .toBe(0);
     } finally {
       await admin.end();

@@ -115,7 +115,10 @@ describe('Upstash REST test server with @upstash/redis', () => {
     expect(await tx.exec()).toEqual(['OK', 1, 2, 't1']);
 
     // A command redis refuses while queueing discards the whole transaction.
-    const bad = await raw('/multi-exec', [['SET', `${prefix}:tx-never`, 'x'], ['SET', 'only-a-key']]);
+    const bad = await raw('/multi-exec', [
+      ['SET', `${prefix}:tx-never`, 'x'],
+      ['SET', 'only-a-key'],
+    ]);
     expect(bad.status).toBe(400);
     expect((bad.json as { error: string }).error).toMatch(/^EXECABORT/);
     expect(await redis.exists(`${prefix}:tx-never`)).toBe(0);
@@ -135,9 +138,10 @@ describe('Upstash REST test server with @upstash/redis', () => {
       status: 200,
       json: { result: null },
     });
-    expect(
-      await raw('/', ['EVAL', "return {1, 'two', {'three', 4}, false}", 0], { base64: true }),
-    ).toEqual({ status: 200, json: { result: [1, b64('two'), [b64('three'), 4], null] } });
+    expect(await raw('/', ['EVAL', "return {1, 'two', {'three', 4}, false}", 0], { base64: true })).toEqual({
+      status: 200,
+      json: { result: [1, b64('two'), [b64('three'), 4], null] },
+    });
 
     const pipe = await raw('/pipeline', [['GET', k], ['NOSUCHCOMMAND'], ['EXISTS', k]], { base64: true });
     expect(pipe.status).toBe(200);

@@ -34,7 +34,10 @@ describe('worker scheduled handler', { timeout: 120_000 }, () => {
     const now = Date.now();
     const due = await signedInUser(t);
     const org = await createOrganization(t, due);
-    const key = await expectStatus<{ id: string }>(await call(t, '/api/api-keys', { body: { name: 'due key', scopes: ['roles:read'] }, jar: due.jar }), 201);
+    const key = await expectStatus<{ id: string }>(
+      await call(t, '/api/api-keys', { body: { name: 'due key', scopes: ['roles:read'] }, jar: due.jar }),
+      201,
+    );
     const notYet = await signedInUser(t);
     t.clock.set(now - 31 * DAY);
     await expectStatus(await call(t, '/api/users/me/deletion', { method: 'POST', jar: due.jar }), 202);
@@ -42,7 +45,11 @@ describe('worker scheduled handler', { timeout: 120_000 }, () => {
     await expectStatus(await call(t, '/api/users/me/deletion', { method: 'POST', jar: notYet.jar }), 202);
 
     const pending: Promise<unknown>[] = [];
-    const ctx = { waitUntil: (promise: Promise<unknown>) => void pending.push(promise), passThroughOnException: () => {}, props: {} } as unknown as ExecutionContext;
+    const ctx = {
+      waitUntil: (promise: Promise<unknown>) => void pending.push(promise),
+      passThroughOnException: () => {},
+      props: {},
+    } as unknown as ExecutionContext;
     const env = {
       NODE_ENV: 'production',
       AUTH_SECRET: `${crypto.randomUUID()}${crypto.randomUUID()}`,
@@ -58,7 +65,9 @@ describe('worker scheduled handler', { timeout: 120_000 }, () => {
     expect(pending.length).toBeGreaterThanOrEqual(1);
     await Promise.all(pending);
 
-    const users = await t.database.withOwner((owner) => owner.selectFrom('users').select('id').where('id', 'in', [due.id, notYet.id]).execute());
+    const users = await t.database.withOwner((owner) =>
+      owner.selectFrom('users').select('id').where('id', 'in', [due.id, notYet.id]).execute(),
+    );
     expect(users.map((u: { id: string }) => u.id)).toEqual([notYet.id]);
     const keys = await t.database.withOwner((owner) =>
       owner.transaction().execute(async (trx) => {

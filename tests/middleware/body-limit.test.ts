@@ -1,7 +1,7 @@
 import { Agent, request as httpRequest } from 'node:http';
-import { connect } from 'node:net';
 import type { AddressInfo } from 'node:net';
-import { serve, type ServerType } from '@hono/node-server';
+import { connect } from 'node:net';
+import { type ServerType, serve } from '@hono/node-server';
 import { z } from '@hono/zod-openapi';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { MAX_BODY_BYTES } from '../../src/middleware/body-limit.js';
@@ -18,7 +18,10 @@ const echoRoute = defineRoute({
   access: access.public(),
   request: { body: { content: { 'application/json': { schema: EchoBody } } } },
   responses: {
-    200: { description: 'what the handler saw', content: { 'application/json': { schema: z.object({ nameLength: z.number() }) } } },
+    200: {
+      description: 'what the handler saw',
+      content: { 'application/json': { schema: z.object({ nameLength: z.number() }) } },
+    },
   },
 });
 
@@ -39,7 +42,14 @@ function postChunked(port: number, path: string, body: Buffer): Promise<HttpResu
   return new Promise((resolve, reject) => {
     let settled = false;
     const req = httpRequest(
-      { host: '127.0.0.1', port, path, method: 'POST', headers: { 'content-type': 'application/json', 'transfer-encoding': 'chunked' }, agent: false },
+      {
+        host: '127.0.0.1',
+        port,
+        path,
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'transfer-encoding': 'chunked' },
+        agent: false,
+      },
       (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (chunk: Buffer) => chunks.push(chunk));
@@ -174,7 +184,8 @@ describe('body limit (spec §8, API.md 413)', () => {
     it('answers 413 to a Content-Length over the limit without waiting for the body', async () => {
       // Only the head is sent: the answer can only come from the announced length.
       const head = Buffer.from(
-        'POST /api/test/echo HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n' + `Content-Length: ${LIMIT + 1}\r\n\r\n`,
+        'POST /api/test/echo HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n' +
+          `Content-Length: ${LIMIT + 1}\r\n\r\n`,
       );
       const started = Date.now();
       const raw = await rawExchange(port, head, 5000);
@@ -186,20 +197,44 @@ describe('body limit (spec §8, API.md 413)', () => {
 
     describe('a 413 on a keep-alive connection (issue 14 item 9)', () => {
       /** One request on `agent`; resolves with the answer, or with the error the client saw. */
-      function send(agent: Agent, method: string, path: string, body?: Buffer, headers: Record<string, string> = {}): Promise<HttpResult & { socket: unknown }> {
+      function send(
+        agent: Agent,
+        method: string,
+        path: string,
+        body?: Buffer,
+        headers: Record<string, string> = {},
+      ): Promise<HttpResult & { socket: unknown }> {
         return new Promise((resolve, reject) => {
           let settled = false;
-          const req = httpRequest({ host: '127.0.0.1', port, path, method, agent, headers: { ...headers, ...(body ? { 'content-type': 'application/json', 'content-length': String(body.length) } : {}) } }, (res) => {
-            const chunks: Buffer[] = [];
-            res.on('data', (chunk: Buffer) => chunks.push(chunk));
-            res.on('end', () => {
-              settled = true;
-              resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks).toString('utf8'), socket: req.socket });
-            });
-            res.on('error', (error) => {
-              if (!settled) reject(error);
-            });
-          });
+          const req = httpRequest(
+            {
+              host: '127.0.0.1',
+              port,
+              path,
+              method,
+              agent,
+              headers: {
+                ...headers,
+                ...(body ? { 'content-type': 'application/json', 'content-length': String(body.length) } : {}),
+              },
+            },
+            (res) => {
+              const chunks: Buffer[] = [];
+              res.on('data', (chunk: Buffer) => chunks.push(chunk));
+              res.on('end', () => {
+                settled = true;
+                resolve({
+                  status: res.statusCode ?? 0,
+                  headers: res.headers,
+                  body: Buffer.concat(chunks).toString('utf8'),
+                  socket: req.socket,
+                });
+              });
+              res.on('error', (error) => {
+                if (!settled) reject(error);
+              });
+            },
+          );
           req.on('error', (error) => {
             if (!settled) reject(error);
           });
@@ -242,14 +277,28 @@ describe('body limit (spec §8, API.md 413)', () => {
         try {
           const refused = await new Promise<HttpResult>((resolve, reject) => {
             let settled = false;
-            const req = httpRequest({ host: '127.0.0.1', port, path: '/api/test/raw', method: 'POST', agent, headers: { 'content-type': 'application/json', 'transfer-encoding': 'chunked' } }, (res) => {
-              const chunks: Buffer[] = [];
-              res.on('data', (chunk: Buffer) => chunks.push(chunk));
-              res.on('end', () => {
-                settled = true;
-                resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks).toString('utf8') });
-              });
-            });
+            const req = httpRequest(
+              {
+                host: '127.0.0.1',
+                port,
+                path: '/api/test/raw',
+                method: 'POST',
+                agent,
+                headers: { 'content-type': 'application/json', 'transfer-encoding': 'chunked' },
+              },
+              (res) => {
+                const chunks: Buffer[] = [];
+                res.on('data', (chunk: Buffer) => chunks.push(chunk));
+                res.on('end', () => {
+                  settled = true;
+                  resolve({
+                    status: res.statusCode ?? 0,
+                    headers: res.headers,
+                    body: Buffer.concat(chunks).toString('utf8'),
+                  });
+                });
+              },
+            );
             req.on('error', (error) => {
               if (!settled) reject(error);
             });
@@ -270,7 +319,9 @@ describe('body limit (spec §8, API.md 413)', () => {
     it('never hands a handler more bytes than a low Content-Length announces', async () => {
       const extra = Buffer.alloc(LIMIT + 4096, 0x62);
       const payload = Buffer.concat([
-        Buffer.from('POST /api/test/raw HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/octet-stream\r\nContent-Length: 10\r\n\r\n'),
+        Buffer.from(
+          'POST /api/test/raw HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/octet-stream\r\nContent-Length: 10\r\n\r\n',
+        ),
         Buffer.from('0123456789'),
         extra,
       ]);
@@ -287,7 +338,9 @@ describe('body limit (spec §8, API.md 413)', () => {
     it('the same for a JSON route: the extra bytes never reach validation as body', async () => {
       const announced = Buffer.from('{"name":"a"}');
       const payload = Buffer.concat([
-        Buffer.from(`POST /api/test/echo HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: ${announced.length}\r\n\r\n`),
+        Buffer.from(
+          `POST /api/test/echo HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: ${announced.length}\r\n\r\n`,
+        ),
         announced,
         Buffer.from(`,"tags":["${'c'.repeat(LIMIT)}"]}`),
       ]);
@@ -308,7 +361,12 @@ describe('body limit (spec §8, API.md 413)', () => {
       });
 
     it('answers 415 UNSUPPORTED_MEDIA_TYPE to a non-JSON content type, before the handler', async () => {
-      for (const type of ['text/plain', 'application/x-www-form-urlencoded', 'multipart/form-data; boundary=x', 'application/jsonp']) {
+      for (const type of [
+        'text/plain',
+        'application/x-www-form-urlencoded',
+        'multipart/form-data; boundary=x',
+        'application/jsonp',
+      ]) {
         const res = await post('{"name":"a"}', type);
         expect(res.status, type).toBe(415);
         expect(await res.json()).toEqual({ code: 'UNSUPPORTED_MEDIA_TYPE', message: expect.any(String) });
@@ -336,7 +394,9 @@ describe('body limit (spec §8, API.md 413)', () => {
       expect(res.status).toBe(400);
       const body = (await res.json()) as { code: string; details: { path: string; message: string }[] };
       expect(body.code).toBe('VALIDATION_ERROR');
-      expect(body.details).toEqual(expect.arrayContaining([expect.objectContaining({ message: expect.stringContaining('isAdmin') })]));
+      expect(body.details).toEqual(
+        expect.arrayContaining([expect.objectContaining({ message: expect.stringContaining('isAdmin') })]),
+      );
       expect(echoCalls).toEqual([]);
     });
 

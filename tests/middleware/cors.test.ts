@@ -22,7 +22,10 @@ function corsHeaders(res: Response): Record<string, string> {
 }
 
 function varyList(res: Response): string[] {
-  return (res.headers.get('vary') ?? '').split(',').map((v) => v.trim().toLowerCase()).filter(Boolean);
+  return (res.headers.get('vary') ?? '')
+    .split(',')
+    .map((v) => v.trim().toLowerCase())
+    .filter(Boolean);
 }
 
 function preflight(app: TestApp['app'], origin: string, path = '/api/health') {
@@ -64,7 +67,15 @@ describe('CORS (spec §8)', () => {
     it('exposes X-Request-Id and the rate-limit headers to the allowed origin', async () => {
       const res = await t.app.request('/api/health', { headers: { origin: APP_ORIGIN } });
       const exposed = (res.headers.get('access-control-expose-headers') ?? '').toLowerCase().split(',');
-      expect(exposed).toEqual(expect.arrayContaining(['x-request-id', 'x-ratelimit-limit', 'x-ratelimit-remaining', 'x-ratelimit-reset', 'retry-after']));
+      expect(exposed).toEqual(
+        expect.arrayContaining([
+          'x-request-id',
+          'x-ratelimit-limit',
+          'x-ratelimit-remaining',
+          'x-ratelimit-reset',
+          'retry-after',
+        ]),
+      );
     });
 
     it('gives another origin no Access-Control-Allow-Origin, and still Vary: Origin', async () => {
@@ -79,7 +90,10 @@ describe('CORS (spec §8)', () => {
     it('answers a request without Origin (not a CORS request) with no Access-Control header, and Vary: Origin', async () => {
       for (const path of ['/api/health', '/api/session', '/api/nowhere']) {
         const res = await t.app.request(path);
-        expect([...res.headers.keys()].filter((name) => name.startsWith('access-control-')), path).toEqual([]);
+        expect(
+          [...res.headers.keys()].filter((name) => name.startsWith('access-control-')),
+          path,
+        ).toEqual([]);
         expect(varyList(res), path).toContain('origin');
       }
     });

@@ -12,7 +12,7 @@ import { csrf } from '../../src/middleware/csrf.js';
 import type { AppEnv } from '../../src/types.js';
 import { createTestApp, type TestApp } from '../support/app.js';
 import { APP_ORIGIN, call } from '../support/http.js';
-import { PASSWORD, signedInUser, type SignedInUser } from '../support/users.js';
+import { PASSWORD, type SignedInUser, signedInUser } from '../support/users.js';
 
 const EVIL = 'https://evil.example';
 const AUTH_ORIGIN = 'http://localhost:4000';
@@ -68,7 +68,8 @@ describe('csrf middleware (the decision, on a bare app)', () => {
   });
 
   it('ignores safe methods and requests without cookies', async () => {
-    for (const method of ['GET', 'HEAD', 'OPTIONS']) expect((await send(method, { cookie: 'a=b', origin: EVIL })).status, method).toBe(200);
+    for (const method of ['GET', 'HEAD', 'OPTIONS'])
+      expect((await send(method, { cookie: 'a=b', origin: EVIL })).status, method).toBe(200);
     for (const [label, headers] of FORGED) expect((await send('POST', headers)).status, label).toBe(200);
   });
 });
@@ -81,7 +82,11 @@ describe('CSRF through the app (issue 14 item 7)', () => {
   const raw = (path: string, headers: Record<string, string>, body?: unknown, who: SignedInUser = user) =>
     t.app.request(path, {
       method: 'POST',
-      headers: { cookie: who.jar.header(), ...(body === undefined ? {} : { 'content-type': 'application/json' }), ...headers },
+      headers: {
+        cookie: who.jar.header(),
+        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+        ...headers,
+      },
       body: body === undefined ? undefined : JSON.stringify(body),
     });
   const profile = async (who: SignedInUser = user) => {
@@ -90,7 +95,8 @@ describe('CSRF through the app (issue 14 item 7)', () => {
     return (await res.json()) as { name: string; deletedAt: string | null };
   };
   const sessionUserId = async (who: SignedInUser) =>
-    ((await (await call(t, '/api/session', { jar: who.jar })).json()) as { user: { id: string } } | null)?.user.id ?? null;
+    ((await (await call(t, '/api/session', { jar: who.jar })).json()) as { user: { id: string } } | null)?.user.id ??
+    null;
 
   beforeAll(async () => {
     t = await createTestApp();
@@ -206,12 +212,15 @@ describe('csrf middleware with front ends named in CORS_ORIGIN', () => {
   afterAll(() => t?.close());
 
   it('trusts an origin CORS_ORIGIN names explicitly for state changes, and still refuses others', async () => {
-    const from = (origin: string) => call(t, '/api/users/me/deletion', { method: 'POST', jar: user.jar, headers: { origin } });
+    const from = (origin: string) =>
+      call(t, '/api/users/me/deletion', { method: 'POST', jar: user.jar, headers: { origin } });
     const refused = await from(EVIL);
     expect(refused.status).toBe(403);
     expect(await refused.json()).toMatchObject({ code: 'FORBIDDEN' });
     const scheduled = await from(ADMIN_APP);
     expect(scheduled.status).toBe(202);
-    expect(((await (await call(t, '/api/users/me', { jar: user.jar })).json()) as { deletedAt: string | null }).deletedAt).not.toBeNull();
+    expect(
+      ((await (await call(t, '/api/users/me', { jar: user.jar })).json()) as { deletedAt: string | null }).deletedAt,
+    ).not.toBeNull();
   });
 });

@@ -12,9 +12,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { accountKey } from '../../src/middleware/rate-limit.js';
 import { createMemoryStore, type RateLimitStore } from '../../src/middleware/rate-limit-store.js';
 import { createTestApp, createTestClock, type TestApp } from '../support/app.js';
-import { call, type CookieJar } from '../support/http.js';
-import { PASSWORD, signedInUser, uniqueEmail, type SignedInUser } from '../support/users.js';
+import { type CookieJar, call } from '../support/http.js';
 import { expectRateLimited } from '../support/rate-limit.js';
+import { PASSWORD, type SignedInUser, signedInUser, uniqueEmail } from '../support/users.js';
 
 const SIGN_IN = '/api/auth/sign-in/email';
 const VERIFY_PASSWORD = '/api/auth/verify-password';
@@ -31,7 +31,8 @@ function nextIp(): string {
 /** A fresh unknown email per attempt: auth-tier tests must not reach any account's failure budget. */
 const ghost = () => uniqueEmail('ghost');
 
-const signIn = (t: Pick<TestApp, 'app'>, email: string, password: string, ip: string, jar?: CookieJar) => call(t, SIGN_IN, { body: { email, password }, ip, jar });
+const signIn = (t: Pick<TestApp, 'app'>, email: string, password: string, ip: string, jar?: CookieJar) =>
+  call(t, SIGN_IN, { body: { email, password }, ip, jar });
 
 const LIMITED_ENV = {
   RATE_LIMIT_ENABLED: 'true',
@@ -70,8 +71,14 @@ describe('rate limits that cannot be bought', () => {
         await expectRateLimited(await signIn(t, ghost(), 'wrong-with-cookie', ip, attacker.jar), AUTH_LIMIT);
       }
       // Every auth-sensitive path, with or without a session: the address is blocked.
-      await expectRateLimited(await call(t, VERIFY_PASSWORD, { body: { password: PASSWORD }, ip, jar: attackerA.jar }), AUTH_LIMIT);
-      await expectRateLimited(await call(t, '/api/auth/request-password-reset', { body: { email: ghost() }, ip, jar: attackerB.jar }), AUTH_LIMIT);
+      await expectRateLimited(
+        await call(t, VERIFY_PASSWORD, { body: { password: PASSWORD }, ip, jar: attackerA.jar }),
+        AUTH_LIMIT,
+      );
+      await expectRateLimited(
+        await call(t, '/api/auth/request-password-reset', { body: { email: ghost() }, ip, jar: attackerB.jar }),
+        AUTH_LIMIT,
+      );
     });
 
     it('a cookie does not start a fresh address budget: attempts with and without sessions share it', async () => {
@@ -91,35 +98,56 @@ describe('rate limits that cannot be bought', () => {
     it('verify-password (a password oracle) is in the auth tier, and its block covers sign-in', async () => {
       const ip = nextIp();
       for (let i = 0; i < AUTH_LIMIT; i++) {
-        expect((await call(t, VERIFY_PASSWORD, { body: { password: `guess-${i}` }, ip })).status, `attempt ${i + 1}`).not.toBe(429);
+        expect(
+          (await call(t, VERIFY_PASSWORD, { body: { password: `guess-${i}` }, ip })).status,
+          `attempt ${i + 1}`,
+        ).not.toBe(429);
       }
       await expectRateLimited(await call(t, VERIFY_PASSWORD, { body: { password: 'guess' }, ip }), AUTH_LIMIT);
       await expectRateLimited(await signIn(t, bystander.email, PASSWORD, ip), AUTH_LIMIT);
     });
 
-    it.each(['/api/auth/two-factor/verify-totp', '/api/auth/two-factor/verify-backup-code', '/api/auth/two-factor/verify-otp'])(
-      '%s (a pending sign-in, no session) counts by address',
-      async (path) => {
-        const ip = nextIp();
-        for (let i = 0; i < AUTH_LIMIT; i++) expect((await call(t, path, { body: { code: '000000' }, ip })).status, `attempt ${i + 1}`).not.toBe(429);
-        await expectRateLimited(await call(t, path, { body: { code: '000000' }, ip }), AUTH_LIMIT);
-        await expectRateLimited(await call(t, path, { body: { code: '000000' }, ip, jar: attackerA.jar }), AUTH_LIMIT);
-      },
-    );
+    it.each([
+      '/api/auth/two-factor/verify-totp',
+      '/api/auth/two-factor/verify-backup-code',
+      '/api/auth/two-factor/verify-otp',
+    ])('%s (a pending sign-in, no session) counts by address', async (path) => {
+      const ip = nextIp();
+      for (let i = 0; i < AUTH_LIMIT; i++)
+        expect((await call(t, path, { body: { code: '000000' }, ip })).status, `attempt ${i + 1}`).not.toBe(429);
+      await expectRateLimited(await call(t, path, { body: { code: '000000' }, ip }), AUTH_LIMIT);
+      await expectRateLimited(await call(t, path, { body: { code: '000000' }, ip, jar: attackerA.jar }), AUTH_LIMIT);
+    });
 
     it('an attempt made for a signed-in user also counts against the user: changing address buys nothing', async () => {
       const user = await signedInUser(open);
       for (let i = 0; i < AUTH_LIMIT; i++) {
-        expect((await call(t, VERIFY_PASSWORD, { body: { password: `guess-${i}` }, ip: nextIp(), jar: user.jar })).status, `attempt ${i + 1}`).not.toBe(429);
+        expect(
+          (await call(t, VERIFY_PASSWORD, { body: { password: `guess-${i}` }, ip: nextIp(), jar: user.jar })).status,
+          `attempt ${i + 1}`,
+        ).not.toBe(429);
       }
-      await expectRateLimited(await call(t, VERIFY_PASSWORD, { body: { password: 'guess' }, ip: nextIp(), jar: user.jar }), AUTH_LIMIT);
-      await expectRateLimited(await call(t, '/api/auth/change-password', { body: { currentPassword: 'guess', newPassword: 'another long password' }, ip: nextIp(), jar: user.jar }), AUTH_LIMIT);
+      await expectRateLimited(
+        await call(t, VERIFY_PASSWORD, { body: { password: 'guess' }, ip: nextIp(), jar: user.jar }),
+        AUTH_LIMIT,
+      );
+      await expectRateLimited(
+        await call(t, '/api/auth/change-password', {
+          body: { currentPassword: 'guess', newPassword: 'another long password' },
+          ip: nextIp(),
+          jar: user.jar,
+        }),
+        AUTH_LIMIT,
+      );
       // The addresses it used keep their own budgets for everyone else.
       expect((await signIn(t, bystander.email, PASSWORD, nextIp())).status).toBe(200);
     });
 
     it('the global tier still keys a signed-in user on the user id (spec §8 rule 2)', async () => {
-      const small = await createTestApp({ database: open.database, env: { ...LIMITED_ENV, RATE_LIMIT_GLOBAL_LIMIT: '3' } });
+      const small = await createTestApp({
+        database: open.database,
+        env: { ...LIMITED_ENV, RATE_LIMIT_GLOBAL_LIMIT: '3' },
+      });
       try {
         const ip = nextIp();
         for (let i = 0; i < 3; i++) expect((await call(small, '/api/health', { ip })).status).toBe(200);
@@ -135,9 +163,13 @@ describe('rate limits that cannot be bought', () => {
     it('failures from three addresses reach the threshold; then any address is refused for that email, not for another account', async () => {
       const target = await signedInUser(open);
       const [a, b, c] = [nextIp(), nextIp(), nextIp()];
-      for (const ip of [a, a, b, b, c, c]) expect((await signIn(t, target.email, 'not-the-password', ip)).status).toBe(401);
+      for (const ip of [a, a, b, b, c, c])
+        expect((await signIn(t, target.email, 'not-the-password', ip)).status).toBe(401);
       const fresh = nextIp();
-      const { retryAfter } = await expectRateLimited(await signIn(t, target.email, 'not-the-password', fresh), ACCOUNT_LIMIT);
+      const { retryAfter } = await expectRateLimited(
+        await signIn(t, target.email, 'not-the-password', fresh),
+        ACCOUNT_LIMIT,
+      );
       expect(retryAfter).toBeLessThanOrEqual(TTL);
       // Even the right password, and in any spelling of the address.
       await expectRateLimited(await signIn(t, target.email, PASSWORD, nextIp()), ACCOUNT_LIMIT);
@@ -152,21 +184,31 @@ describe('rate limits that cannot be bought', () => {
     it('failures in different spellings of one email share the counter', async () => {
       const target = await signedInUser(open);
       const upperFirst = target.email.replace(/^./, (ch) => ch.toUpperCase());
-      const spellings = [target.email, target.email.toUpperCase(), upperFirst, target.email.toUpperCase(), upperFirst, target.email];
+      const spellings = [
+        target.email,
+        target.email.toUpperCase(),
+        upperFirst,
+        target.email.toUpperCase(),
+        upperFirst,
+        target.email,
+      ];
       for (const email of spellings) expect((await signIn(t, email, 'wrong', nextIp())).status, email).toBe(401);
       await expectRateLimited(await signIn(t, target.email, PASSWORD, nextIp()), ACCOUNT_LIMIT);
     });
 
     it('successful sign-ins spend nothing', async () => {
       const target = await signedInUser(open);
-      for (let i = 0; i < ACCOUNT_LIMIT + 2; i++) expect((await signIn(t, target.email, PASSWORD, nextIp())).status, `sign-in ${i + 1}`).toBe(200);
-      for (let i = 0; i < ACCOUNT_LIMIT; i++) expect((await signIn(t, target.email, 'wrong', nextIp())).status).toBe(401);
+      for (let i = 0; i < ACCOUNT_LIMIT + 2; i++)
+        expect((await signIn(t, target.email, PASSWORD, nextIp())).status, `sign-in ${i + 1}`).toBe(200);
+      for (let i = 0; i < ACCOUNT_LIMIT; i++)
+        expect((await signIn(t, target.email, 'wrong', nextIp())).status).toBe(401);
       await expectRateLimited(await signIn(t, target.email, PASSWORD, nextIp()), ACCOUNT_LIMIT);
     });
 
     it('a success does not clear earlier failures', async () => {
       const target = await signedInUser(open);
-      for (let i = 0; i < ACCOUNT_LIMIT - 1; i++) expect((await signIn(t, target.email, 'wrong', nextIp())).status).toBe(401);
+      for (let i = 0; i < ACCOUNT_LIMIT - 1; i++)
+        expect((await signIn(t, target.email, 'wrong', nextIp())).status).toBe(401);
       expect((await signIn(t, target.email, PASSWORD, nextIp())).status).toBe(200);
       expect((await signIn(t, target.email, 'wrong', nextIp())).status).toBe(401);
       await expectRateLimited(await signIn(t, target.email, 'wrong', nextIp()), ACCOUNT_LIMIT);
@@ -180,7 +222,9 @@ describe('rate limits that cannot be bought', () => {
 
     it('a parallel burst from many addresses gets at most the limit of guesses', async () => {
       const target = await signedInUser(open);
-      const responses = await Promise.all(Array.from({ length: 3 * ACCOUNT_LIMIT }, () => signIn(t, target.email, 'wrong', nextIp())));
+      const responses = await Promise.all(
+        Array.from({ length: 3 * ACCOUNT_LIMIT }, () => signIn(t, target.email, 'wrong', nextIp())),
+      );
       const statuses = responses.map((res) => res.status);
       expect(statuses.filter((status) => status === 401)).toHaveLength(ACCOUNT_LIMIT);
       expect(statuses.filter((status) => status === 429)).toHaveLength(2 * ACCOUNT_LIMIT);
@@ -188,7 +232,8 @@ describe('rate limits that cannot be bought', () => {
 
     it('a body without a usable email is not tied to an account (and is refused further on)', async () => {
       const target = await signedInUser(open);
-      for (let i = 0; i < ACCOUNT_LIMIT; i++) expect((await signIn(t, target.email, 'wrong', nextIp())).status).toBe(401);
+      for (let i = 0; i < ACCOUNT_LIMIT; i++)
+        expect((await signIn(t, target.email, 'wrong', nextIp())).status).toBe(401);
       const malformed = await call(t, SIGN_IN, { body: '{"email":', ip: nextIp() });
       expect(malformed.status).toBe(400);
       const noEmail = await call(t, SIGN_IN, { body: { password: 'x' }, ip: nextIp() });
@@ -214,7 +259,12 @@ describe('the account counter on a controlled clock and store', () => {
       database: open.database,
       clock,
       store: createMemoryStore(clock),
-      env: { RATE_LIMIT_ENABLED: 'true', RATE_LIMIT_GLOBAL_LIMIT: '1000', RATE_LIMIT_ACCOUNT_LIMIT: '3', RATE_LIMIT_ACCOUNT_TTL: '900' },
+      env: {
+        RATE_LIMIT_ENABLED: 'true',
+        RATE_LIMIT_GLOBAL_LIMIT: '1000',
+        RATE_LIMIT_ACCOUNT_LIMIT: '3',
+        RATE_LIMIT_ACCOUNT_TTL: '900',
+      },
     });
     try {
       for (let i = 0; i < 3; i++) expect((await signIn(t, user.email, 'wrong', nextIp())).status).toBe(401);
@@ -249,7 +299,11 @@ describe('the account counter on a controlled clock and store', () => {
       const hex = (await import('node:crypto')).createHash('sha256').update(user.email.toLowerCase()).digest('hex');
       expect(await accountKey(user.email)).toBe(`email:${hex}`);
       expect(await accountKey(` \t${user.email.toUpperCase()} `)).toBe(`email:${hex}`);
-      expect(identifiers.filter((id) => id.startsWith('account|'))).toEqual([`account|email:${hex}`, `account|email:${hex}`, `account|email:${hex}`]);
+      expect(identifiers.filter((id) => id.startsWith('account|'))).toEqual([
+        `account|email:${hex}`,
+        `account|email:${hex}`,
+        `account|email:${hex}`,
+      ]);
       for (const id of identifiers) expect(id).not.toContain('@');
     } finally {
       await t.close();
@@ -270,7 +324,11 @@ describe('the account counter on a controlled clock and store', () => {
       const res = await signIn(t, user.email, PASSWORD, nextIp());
       expect(res.status).toBe(503);
       expect(await res.json()).toEqual({ code: 'SERVICE_UNAVAILABLE', message: expect.any(String) });
-      expect(t.logger.lines).toEqual(expect.arrayContaining([expect.objectContaining({ event: 'rate_limit.store_failed', level: 'error', tier: 'account' })]));
+      expect(t.logger.lines).toEqual(
+        expect.arrayContaining([
+          expect.objectContaining({ event: 'rate_limit.store_failed', level: 'error', tier: 'account' }),
+        ]),
+      );
       expect((await call(t, '/api/health', { ip: nextIp() })).status).toBe(200);
     } finally {
       await t.close();

@@ -5,7 +5,7 @@
  * nothing else.
  */
 import type { AddressInfo } from 'node:net';
-import { serve, type ServerType } from '@hono/node-server';
+import { type ServerType, serve } from '@hono/node-server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { clientIpFromForwardedFor } from '../../src/middleware/rate-limit.js';
 import { nodeClientIp } from '../../src/node-listener.js';
@@ -13,7 +13,13 @@ import { createTestApp, type TestApp } from '../support/app.js';
 
 const LIMIT = 3;
 const TTL = 86_400;
-const env = (hops: string) => ({ RATE_LIMIT_ENABLED: 'true', RATE_LIMIT_GLOBAL_LIMIT: String(LIMIT), RATE_LIMIT_GLOBAL_TTL: String(TTL), TRUSTED_PROXY_HOPS: hops, RATE_LIMIT_STORE_TIMEOUT_MS: '10000' });
+const env = (hops: string) => ({
+  RATE_LIMIT_ENABLED: 'true',
+  RATE_LIMIT_GLOBAL_LIMIT: String(LIMIT),
+  RATE_LIMIT_GLOBAL_TTL: String(TTL),
+  TRUSTED_PROXY_HOPS: hops,
+  RATE_LIMIT_STORE_TIMEOUT_MS: '10000',
+});
 
 let counter = 0;
 const nextIp = () => {
@@ -105,7 +111,9 @@ describe('the Node entry (nodeClientIp over a real socket)', () => {
     });
     const { port } = server.address() as AddressInfo;
     const fetcher: Fetcher = async (xff) => {
-      const res = await fetch(`http://127.0.0.1:${port}/api/health`, { headers: xff === null ? {} : { 'x-forwarded-for': xff } });
+      const res = await fetch(`http://127.0.0.1:${port}/api/health`, {
+        headers: xff === null ? {} : { 'x-forwarded-for': xff },
+      });
       await res.arrayBuffer();
       return res.status;
     };

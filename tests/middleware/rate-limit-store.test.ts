@@ -4,8 +4,9 @@
  * that ends at its `until`). Runs on the in-memory store under `npm test` and
  * on the Upstash store over real Redis under `npm run test:integration`.
  */
-import { createServer, type Server, type Socket } from 'node:net';
+
 import type { AddressInfo } from 'node:net';
+import { createServer, type Server, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config.js';
 import { createMemoryStore, createUpstashStore, type RateLimitTier } from '../../src/middleware/rate-limit-store.js';
@@ -176,7 +177,11 @@ describe('Upstash store that cannot answer', () => {
     const { port } = server.address() as AddressInfo;
     try {
       const store = createUpstashStore({ url: `http://127.0.0.1:${port}`, token: 'test-token', timeoutMs: 300 });
-      for (const call of [() => store.limit(tier, 'ip:x'), () => store.blockedUntil(tier, 'ip:x'), () => store.block(tier, 'ip:x', Date.now() + 1000)]) {
+      for (const call of [
+        () => store.limit(tier, 'ip:x'),
+        () => store.blockedUntil(tier, 'ip:x'),
+        () => store.block(tier, 'ip:x', Date.now() + 1000),
+      ]) {
         const started = performance.now();
         await expect(call()).rejects.toThrow();
         const elapsed = performance.now() - started;

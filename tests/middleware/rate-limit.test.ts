@@ -6,8 +6,9 @@
  * default store check behaviour only; the ones that need to move time build
  * the in-memory store on a test clock explicitly.
  */
-import { createServer, type Server, type Socket } from 'node:net';
+
 import type { AddressInfo } from 'node:net';
+import { createServer, type Server, type Socket } from 'node:net';
 import { Hono } from 'hono';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config.js';
@@ -23,8 +24,8 @@ import { createMemoryStore, createUpstashStore, type RateLimitStore } from '../.
 import type { AppEnv } from '../../src/types.js';
 import { createTestApp, createTestClock, TEST_SECRET, type TestApp } from '../support/app.js';
 import { call } from '../support/http.js';
-import { signedInUser } from '../support/users.js';
 import { expectRateLimited } from '../support/rate-limit.js';
+import { signedInUser } from '../support/users.js';
 
 const RATE_LIMIT_HEADERS = ['X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset', 'Retry-After'] as const;
 const SIGN_IN = '/api/auth/sign-in/email';
@@ -39,8 +40,15 @@ function nextIp(): string {
 
 type Requestable = { request: (path: string, init?: RequestInit) => Response | Promise<Response> };
 
-function send(app: Requestable, path: string, options: { xff: string; method?: string; headers?: Record<string, string> }) {
-  return app.request(path, { method: options.method ?? 'GET', headers: { 'x-forwarded-for': options.xff, ...options.headers } });
+function send(
+  app: Requestable,
+  path: string,
+  options: { xff: string; method?: string; headers?: Record<string, string> },
+) {
+  return app.request(path, {
+    method: options.method ?? 'GET',
+    headers: { 'x-forwarded-for': options.xff, ...options.headers },
+  });
 }
 
 async function sendMany(app: Requestable, count: number, path: string, options: { xff: string; method?: string }) {
@@ -98,10 +106,29 @@ describe('rate limit helpers', () => {
         '/api/users/me/purge',
       ]),
     );
-    for (const path of ['/api/auth/sign-in/email/', '/api/auth//sign-in/email', '/API/AUTH/SIGN-IN/EMAIL', '/api/auth/./sign-in/email', '/api/auth/sign%2Din/email', '/api/auth/sign-up/email', '/api/auth/sign-in/social']) {
+    for (const path of [
+      '/api/auth/sign-in/email/',
+      '/api/auth//sign-in/email',
+      '/API/AUTH/SIGN-IN/EMAIL',
+      '/api/auth/./sign-in/email',
+      '/api/auth/sign%2Din/email',
+      '/api/auth/sign-up/email',
+      '/api/auth/sign-in/social',
+    ]) {
       expect(isAuthSensitive(path), path).toBe(true);
     }
-    for (const path of ['/', '/api/health', '/api/auth/get-session', '/api/auth/sign-out', '/api/auth/sign-inx', '/api/auth/sign-in-other', '/api/users/me', '/api/users/me/purgeall', '/api/users/me/export', '/sign-in']) {
+    for (const path of [
+      '/',
+      '/api/health',
+      '/api/auth/get-session',
+      '/api/auth/sign-out',
+      '/api/auth/sign-inx',
+      '/api/auth/sign-in-other',
+      '/api/users/me',
+      '/api/users/me/purgeall',
+      '/api/users/me/export',
+      '/sign-in',
+    ]) {
       expect(isAuthSensitive(path), path).toBe(false);
     }
   });
@@ -179,9 +206,14 @@ describe('rate limiting on the default store', () => {
   it('gives different right-most entries separate budgets', async () => {
     const exhausted = nextIp();
     const other = nextIp();
-    expect(await sendMany(t.app, GLOBAL_LIMIT + 1, '/api/health', { xff: `10.0.0.1, ${exhausted}` })).toEqual([...Array(GLOBAL_LIMIT).fill(200), 429]);
+    expect(await sendMany(t.app, GLOBAL_LIMIT + 1, '/api/health', { xff: `10.0.0.1, ${exhausted}` })).toEqual([
+      ...Array(GLOBAL_LIMIT).fill(200),
+      429,
+    ]);
     // The same left part in front of another right-most entry: a full budget of its own.
-    expect(await sendMany(t.app, GLOBAL_LIMIT, '/api/health', { xff: `10.0.0.1, ${other}` })).toEqual(Array(GLOBAL_LIMIT).fill(200));
+    expect(await sendMany(t.app, GLOBAL_LIMIT, '/api/health', { xff: `10.0.0.1, ${other}` })).toEqual(
+      Array(GLOBAL_LIMIT).fill(200),
+    );
     expect((await send(t.app, '/api/health', { xff: `10.0.0.1, ${other}` })).status).toBe(429);
     expect((await send(t.app, '/api/health', { xff: exhausted })).status).toBe(429);
   });
@@ -194,7 +226,10 @@ describe('rate limiting on the default store', () => {
       statuses.push((await call(t, '/api/session', { jar: user.jar, ip: address })).status);
     }
     expect(statuses).toEqual(Array(GLOBAL_LIMIT).fill(200));
-    await expectRateLimited(await call(t, '/api/session', { jar: user.jar, ip: addresses[GLOBAL_LIMIT] }), GLOBAL_LIMIT);
+    await expectRateLimited(
+      await call(t, '/api/session', { jar: user.jar, ip: addresses[GLOBAL_LIMIT] }),
+      GLOBAL_LIMIT,
+    );
     // The same addresses without the session are keyed by address: untouched budgets.
     expect((await send(t.app, '/api/health', { xff: addresses[0]! })).status).toBe(200);
     expect((await send(t.app, '/api/health', { xff: addresses[GLOBAL_LIMIT]! })).status).toBe(200);
@@ -208,7 +243,10 @@ describe('rate limiting on the default store', () => {
       expectNoRateLimitHeaders(res);
     }
     const before = Math.floor(Math.min(t.clock().getTime(), Date.now()) / 1000);
-    const { reset, retryAfter } = await expectRateLimited(await send(t.app, SIGN_IN, { xff: ip, method: 'POST' }), AUTH_LIMIT);
+    const { reset, retryAfter } = await expectRateLimited(
+      await send(t.app, SIGN_IN, { xff: ip, method: 'POST' }),
+      AUTH_LIMIT,
+    );
     // The later of the window end and the block end (5 min).
     expect(reset).toBeGreaterThanOrEqual(before + 300 - 1);
     expect(reset).toBeLessThanOrEqual(Math.ceil(Date.now() / 1000) + TTL + 300);
@@ -254,8 +292,15 @@ describe('rate limiting on the default store', () => {
 
   it('all the disguises of one path share one budget', async () => {
     const ip = nextIp();
-    const variants = ['/api/auth/sign-in/email/', '/api/auth//sign-in/email', '/API/AUTH/SIGN-IN/EMAIL', '/api/auth/./sign-in/email', '/api/auth/sign%2Din/email'];
-    for (const variant of variants) expect((await send(t.app, variant, { xff: ip, method: 'POST' })).status, variant).not.toBe(429);
+    const variants = [
+      '/api/auth/sign-in/email/',
+      '/api/auth//sign-in/email',
+      '/API/AUTH/SIGN-IN/EMAIL',
+      '/api/auth/./sign-in/email',
+      '/api/auth/sign%2Din/email',
+    ];
+    for (const variant of variants)
+      expect((await send(t.app, variant, { xff: ip, method: 'POST' })).status, variant).not.toBe(429);
     await expectRateLimited(await send(t.app, SIGN_IN, { xff: ip, method: 'POST' }), AUTH_LIMIT);
   });
 
@@ -271,13 +316,17 @@ describe('rate limiting on the default store', () => {
     }
     expect((await send(t.app, '/api/health', { xff: ip, method: 'OPTIONS' })).status).not.toBe(429);
     expect(await sendMany(t.app, AUTH_LIMIT, SIGN_IN, { xff: ip, method: 'POST' })).not.toContain(429);
-    expect(await sendMany(t.app, GLOBAL_LIMIT - AUTH_LIMIT, '/api/health', { xff: ip })).toEqual(Array(GLOBAL_LIMIT - AUTH_LIMIT).fill(200));
+    expect(await sendMany(t.app, GLOBAL_LIMIT - AUTH_LIMIT, '/api/health', { xff: ip })).toEqual(
+      Array(GLOBAL_LIMIT - AUTH_LIMIT).fill(200),
+    );
     expect((await send(t.app, '/api/health', { xff: ip })).status).toBe(429);
   });
 
   it('a parallel burst of 3×limit from one identity lets exactly `limit` through (global tier)', async () => {
     const ip = nextIp();
-    const responses = await Promise.all(Array.from({ length: 3 * GLOBAL_LIMIT }, () => send(t.app, '/api/health', { xff: ip })));
+    const responses = await Promise.all(
+      Array.from({ length: 3 * GLOBAL_LIMIT }, () => send(t.app, '/api/health', { xff: ip })),
+    );
     const statuses = responses.map((res) => res.status);
     expect(statuses.filter((status) => status === 200)).toHaveLength(GLOBAL_LIMIT);
     expect(statuses.filter((status) => status === 429)).toHaveLength(2 * GLOBAL_LIMIT);
@@ -285,16 +334,25 @@ describe('rate limiting on the default store', () => {
 
   it('a parallel burst of 3×limit from one identity lets exactly `limit` through (auth tier)', async () => {
     const ip = nextIp();
-    const responses = await Promise.all(Array.from({ length: 3 * AUTH_LIMIT }, () => send(t.app, SIGN_IN, { xff: ip, method: 'POST' })));
+    const responses = await Promise.all(
+      Array.from({ length: 3 * AUTH_LIMIT }, () => send(t.app, SIGN_IN, { xff: ip, method: 'POST' })),
+    );
     const statuses = responses.map((res) => res.status);
     expect(statuses.filter((status) => status !== 429)).toHaveLength(AUTH_LIMIT);
-    for (const res of responses) if (res.status === 429) expect(res.headers.get('X-RateLimit-Limit')).toBe(String(AUTH_LIMIT));
+    for (const res of responses)
+      if (res.status === 429) expect(res.headers.get('X-RateLimit-Limit')).toBe(String(AUTH_LIMIT));
   });
 
   it('RATE_LIMIT_ENABLED=false never answers 429', async () => {
     const off = await createTestApp({
       database: t.database,
-      env: { RATE_LIMIT_ENABLED: 'false', RATE_LIMIT_GLOBAL_LIMIT: '2', RATE_LIMIT_AUTH_LIMIT: '1', RATE_LIMIT_GLOBAL_TTL: String(TTL), RATE_LIMIT_AUTH_TTL: String(TTL) },
+      env: {
+        RATE_LIMIT_ENABLED: 'false',
+        RATE_LIMIT_GLOBAL_LIMIT: '2',
+        RATE_LIMIT_AUTH_LIMIT: '1',
+        RATE_LIMIT_GLOBAL_TTL: String(TTL),
+        RATE_LIMIT_AUTH_TTL: String(TTL),
+      },
     });
     try {
       const ip = nextIp();
@@ -302,7 +360,9 @@ describe('rate limiting on the default store', () => {
       expect(global).toEqual(Array(6).fill(200));
       const auth = await sendMany(off.app, 6, SIGN_IN, { xff: ip, method: 'POST' });
       expect(auth).not.toContain(429);
-      const burst = await Promise.all(Array.from({ length: 6 }, () => send(off.app, PURGE, { xff: ip, method: 'POST' })));
+      const burst = await Promise.all(
+        Array.from({ length: 6 }, () => send(off.app, PURGE, { xff: ip, method: 'POST' })),
+      );
       expect(burst.map((res) => res.status)).not.toContain(429);
     } finally {
       await off.close();
@@ -322,7 +382,12 @@ describe('rate limiting on a controlled clock (in-memory store)', () => {
 
   async function appOnClock(env: Record<string, string>) {
     const clock = createTestClock(START);
-    return createTestApp({ database: shared.database, clock, store: createMemoryStore(clock), env: { RATE_LIMIT_ENABLED: 'true', ...env } });
+    return createTestApp({
+      database: shared.database,
+      clock,
+      store: createMemoryStore(clock),
+      env: { RATE_LIMIT_ENABLED: 'true', ...env },
+    });
   }
 
   it('global tier: Reset is the window end in Unix seconds, Retry-After the seconds to it; a new window brings a new budget', async () => {
@@ -347,7 +412,11 @@ describe('rate limiting on a controlled clock (in-memory store)', () => {
   });
 
   it('auth tier: after exceeding, the block outlasts the window and ends at the block end', async () => {
-    const t = await appOnClock({ RATE_LIMIT_GLOBAL_LIMIT: '1000', RATE_LIMIT_AUTH_TTL: '60', RATE_LIMIT_AUTH_BLOCK_DURATION: '300' });
+    const t = await appOnClock({
+      RATE_LIMIT_GLOBAL_LIMIT: '1000',
+      RATE_LIMIT_AUTH_TTL: '60',
+      RATE_LIMIT_AUTH_BLOCK_DURATION: '300',
+    });
     try {
       const ip = nextIp();
       expect(await sendMany(t.app, 5, SIGN_IN, { xff: ip, method: 'POST' })).not.toContain(429);
@@ -382,7 +451,11 @@ describe('rate limiting on a controlled clock (in-memory store)', () => {
   });
 
   it('auth tier: requests refused during the block do not extend it', async () => {
-    const t = await appOnClock({ RATE_LIMIT_GLOBAL_LIMIT: '1000', RATE_LIMIT_AUTH_TTL: '60', RATE_LIMIT_AUTH_BLOCK_DURATION: '120' });
+    const t = await appOnClock({
+      RATE_LIMIT_GLOBAL_LIMIT: '1000',
+      RATE_LIMIT_AUTH_TTL: '60',
+      RATE_LIMIT_AUTH_BLOCK_DURATION: '120',
+    });
     try {
       const ip = nextIp();
       expect(await sendMany(t.app, 5, SIGN_IN, { xff: ip, method: 'POST' })).not.toContain(429);
@@ -399,7 +472,11 @@ describe('rate limiting on a controlled clock (in-memory store)', () => {
   });
 
   it('auth tier with RATE_LIMIT_AUTH_BLOCK_DURATION=0: no block, the next window is open', async () => {
-    const t = await appOnClock({ RATE_LIMIT_GLOBAL_LIMIT: '1000', RATE_LIMIT_AUTH_TTL: '60', RATE_LIMIT_AUTH_BLOCK_DURATION: '0' });
+    const t = await appOnClock({
+      RATE_LIMIT_GLOBAL_LIMIT: '1000',
+      RATE_LIMIT_AUTH_TTL: '60',
+      RATE_LIMIT_AUTH_BLOCK_DURATION: '0',
+    });
     try {
       const ip = nextIp();
       expect(await sendMany(t.app, 5, SIGN_IN, { xff: ip, method: 'POST' })).not.toContain(429);
@@ -432,7 +509,13 @@ describe('rate limiting on a controlled clock (in-memory store)', () => {
 
 describe('the middleware on its own', () => {
   it('skips OPTIONS requests without touching the store', async () => {
-    const { config } = parseConfig({ NODE_ENV: 'test', AUTH_SECRET: TEST_SECRET, RATE_LIMIT_ENABLED: 'true', RATE_LIMIT_GLOBAL_LIMIT: '1', RATE_LIMIT_AUTH_LIMIT: '1' });
+    const { config } = parseConfig({
+      NODE_ENV: 'test',
+      AUTH_SECRET: TEST_SECRET,
+      RATE_LIMIT_ENABLED: 'true',
+      RATE_LIMIT_GLOBAL_LIMIT: '1',
+      RATE_LIMIT_AUTH_LIMIT: '1',
+    });
     const calls: string[] = [];
     const inner = createMemoryStore();
     const store: RateLimitStore = {

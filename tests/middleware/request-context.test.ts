@@ -47,7 +47,15 @@ describe('request id and access log', () => {
     });
 
     it('replaces a malformed id with a fresh UUID', async () => {
-      const malformed = ['has spaces in it', '<script>alert(1)</script>', 'x'.repeat(129), 'a;b', 'line\tbreak', '../../etc/passwd', 'ünïcode'];
+      const malformed = [
+        'has spaces in it',
+        '<script>alert(1)</script>',
+        'x'.repeat(129),
+        'a;b',
+        'line\tbreak',
+        '../../etc/passwd',
+        'ünïcode',
+      ];
       for (const id of malformed) {
         const res = await t.app.request('/api/test/request-id', { headers: { 'X-Request-Id': id } });
         const echoed = res.headers.get('x-request-id');
@@ -81,7 +89,11 @@ describe('request id and access log', () => {
 
     it('logs the final status: 404, 405-less unknown method, 413', async () => {
       await t.app.request('/api/nowhere', { method: 'DELETE' });
-      await t.app.request('/api/nowhere', { method: 'POST', headers: { 'content-type': 'application/json' }, body: 'x'.repeat(1_048_577) });
+      await t.app.request('/api/nowhere', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: 'x'.repeat(1_048_577),
+      });
       expect(accessLines().map((line) => [line.method, line.path, line.status])).toEqual([
         ['DELETE', '/api/nowhere', 404],
         ['POST', '/api/nowhere', 413],
@@ -108,7 +120,9 @@ describe('request id and access log', () => {
     });
 
     it('does not log request headers (cookies, authorization)', async () => {
-      await t.app.request('/api/health', { headers: { cookie: 'session=cookie-value-xyz', authorization: 'Bearer bearer-value-xyz' } });
+      await t.app.request('/api/health', {
+        headers: { cookie: 'session=cookie-value-xyz', authorization: 'Bearer bearer-value-xyz' },
+      });
       const everything = JSON.stringify(t.logger.lines);
       expect(everything).not.toContain('cookie-value-xyz');
       expect(everything).not.toContain('bearer-value-xyz');
@@ -146,7 +160,11 @@ describe('logger', () => {
       password: 'pw-hunter2',
       newPassword: 'pw-new-hunter3',
       cookie: 'c-session=abc-cookie',
-      headers: { Authorization: 'Bearer auth-header-value', 'set-cookie': 'sid=set-cookie-value', accept: 'application/json' },
+      headers: {
+        Authorization: 'Bearer auth-header-value',
+        'set-cookie': 'sid=set-cookie-value',
+        accept: 'application/json',
+      },
       token: 'tok-verification-value',
       accessToken: 'tok-access-value',
       refresh_token: 'tok-refresh-value',
@@ -193,7 +211,9 @@ describe('logger', () => {
 
   it('redacts fields given to a child logger too', () => {
     const logger = createMemoryLogger();
-    logger.child({ requestId: 'r-1', authorization: 'Bearer child-auth-value' }).warn('child.line', { cookie: 'child-cookie-value' });
+    logger
+      .child({ requestId: 'r-1', authorization: 'Bearer child-auth-value' })
+      .warn('child.line', { cookie: 'child-cookie-value' });
     const text = JSON.stringify(logger.lines);
     expect(text).not.toContain('child-auth-value');
     expect(text).not.toContain('child-cookie-value');

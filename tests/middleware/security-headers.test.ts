@@ -42,7 +42,10 @@ function addTestRoutes(t: TestApp) {
   t.app.get('/api/test/boom', guard(access.public()), () => {
     throw new Error('boom');
   });
-  t.app.route('/', createRouter().openapi(echoRoute, (c) => c.json(c.req.valid('json'), 200)));
+  t.app.route(
+    '/',
+    createRouter().openapi(echoRoute, (c) => c.json(c.req.valid('json'), 200)),
+  );
 }
 
 describe('security headers (spec §8)', () => {
@@ -66,7 +69,11 @@ describe('security headers (spec §8)', () => {
   });
 
   it('sends them on a 415', async () => {
-    const res = await t.app.request('/api/test/echo', { method: 'POST', headers: { 'content-type': 'text/plain' }, body: 'name=a' });
+    const res = await t.app.request('/api/test/echo', {
+      method: 'POST',
+      headers: { 'content-type': 'text/plain' },
+      body: 'name=a',
+    });
     expect(res.status).toBe(415);
     expectSpecHeaders(res);
   });
@@ -88,7 +95,11 @@ describe('security headers (spec §8)', () => {
   });
 
   it('sends them on a 400 validation error and on a CORS preflight', async () => {
-    const bad = await t.app.request('/api/test/echo', { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"name":1}' });
+    const bad = await t.app.request('/api/test/echo', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '{"name":1}',
+    });
     expect(bad.status).toBe(400);
     expectSpecHeaders(bad);
 
@@ -103,7 +114,11 @@ describe('security headers (spec §8)', () => {
   it('applies the same policy in production', async () => {
     const prod = await createTestApp({
       database: t.database,
-      env: { NODE_ENV: 'production', AUTH_SECRET: 'Qm8vT2xLr5pZ0aW7cN4yE1hJ6kU3sF9dG0bX', DATABASE_URL: 'postgres://x@localhost/x' },
+      env: {
+        NODE_ENV: 'production',
+        AUTH_SECRET: 'Qm8vT2xLr5pZ0aW7cN4yE1hJ6kU3sF9dG0bX',
+        DATABASE_URL: 'postgres://x@localhost/x',
+      },
     });
     try {
       const res = await prod.app.request('/api/does-not-exist');
@@ -117,7 +132,10 @@ describe('security headers (spec §8)', () => {
   it('fills {cdn_host} and {avatar_host} from CSP_CDN_HOST and CSP_AVATAR_HOST', async () => {
     const custom = await createTestApp({
       database: t.database,
-      env: { CSP_CDN_HOST: 'https://cdn.example.test', CSP_AVATAR_HOST: 'https://img.example.test https://avatars.example.test' },
+      env: {
+        CSP_CDN_HOST: 'https://cdn.example.test',
+        CSP_AVATAR_HOST: 'https://img.example.test https://avatars.example.test',
+      },
     });
     try {
       const ok = await custom.app.request('/api/health');

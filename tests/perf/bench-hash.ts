@@ -32,7 +32,10 @@ await Promise.all(
 console.log(
   JSON.stringify({
     hashesPerSecond: done / seconds,
-    function: which === 'library' ? 'better-auth/crypto hashPassword (library default)' : `src/auth/password.ts hashPassword (node:crypto scrypt, ${SCRYPT_SLOTS} at once)`,
+    function:
+      which === 'library'
+        ? 'better-auth/crypto hashPassword (library default)'
+        : `src/auth/password.ts hashPassword (node:crypto scrypt, ${SCRYPT_SLOTS} at once)`,
     finishedAfterWindow: afterWindow,
   }),
 );

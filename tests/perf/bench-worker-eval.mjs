@@ -23,5 +23,12 @@ const firstRequest = performance.now() - t1;
 const t2 = performance.now();
 await (await mod.default.fetch(new Request('https://auth.example.com/api/session'), env, ctx)).text();
 const secondRequest = performance.now() - t2;
-console.log(JSON.stringify({ status: res.status, evaluatedMs: evaluated, firstRequestMs: firstRequest, secondRequestMs: secondRequest }));
+console.log(
+  JSON.stringify({
+    status: res.status,
+    evaluatedMs: evaluated,
+    firstRequestMs: firstRequest,
+    secondRequestMs: secondRequest,
+  }),
+);
 process.exit(0);

@@ -1,6 +1,6 @@
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { SourceMap } from 'node:module';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 // @ts-expect-error ws ships no types here (a dependency of wrangler).
 import WebSocket from 'ws';
@@ -13,8 +13,16 @@ import WebSocket from 'ws';
  */
 /** The dev bundle's source map: wrangler writes `<dir>/.wrangler/tmp/<build>/<name>.js.map`. */
 function findMap(dir: string, name: string): string | null {
-  for (const entry of readdirSync(dir, { withFileTypes: true, recursive: true } as { withFileTypes: true; recursive: true })) {
-    if (entry.isFile() && entry.name === `${name}.map`) return join((entry as unknown as { parentPath?: string; path?: string }).parentPath ?? (entry as unknown as { path: string }).path, entry.name);
+  for (const entry of readdirSync(dir, { withFileTypes: true, recursive: true } as {
+    withFileTypes: true;
+    recursive: true;
+  })) {
+    if (entry.isFile() && entry.name === `${name}.map`)
+      return join(
+        (entry as unknown as { parentPath?: string; path?: string }).parentPath ??
+          (entry as unknown as { path: string }).path,
+        entry.name,
+      );
   }
   return null;
 }
@@ -24,8 +32,16 @@ export async function profileWhile(
   load: () => Promise<unknown>,
   top = 25,
   bundleDir?: string,
-): Promise<{ totalMs: number; idleMs: number; byModule: { module: string; selfMs: number; share: string }[]; top: { fn: string; selfMs: number; share: string }[] }> {
-  const targets = (await (await fetch(`http://127.0.0.1:${inspectorPort}/json`)).json()) as { webSocketDebuggerUrl: string; title?: string }[];
+): Promise<{
+  totalMs: number;
+  idleMs: number;
+  byModule: { module: string; selfMs: number; share: string }[];
+  top: { fn: string; selfMs: number; share: string }[];
+}> {
+  const targets = (await (await fetch(`http://127.0.0.1:${inspectorPort}/json`)).json()) as {
+    webSocketDebuggerUrl: string;
+    title?: string;
+  }[];
   const target = targets.find((t) => !/devtools|internal/i.test(t.title ?? '')) ?? targets[0];
   if (!target) throw new Error('no inspector target');
   const ws = new WebSocket(target.webSocketDebuggerUrl);
@@ -48,7 +64,14 @@ export async function profileWhile(
     await send('Profiler.start');
     await load();
     const { profile } = (await send('Profiler.stop')) as {
-      profile: { nodes: { id: number; callFrame: { functionName: string; url: string; lineNumber: number; columnNumber: number } }[]; samples: number[]; timeDeltas: number[] };
+      profile: {
+        nodes: {
+          id: number;
+          callFrame: { functionName: string; url: string; lineNumber: number; columnNumber: number };
+        }[];
+        samples: number[];
+        timeDeltas: number[];
+      };
     };
     const maps = new Map<string, SourceMap | null>();
     const mapFor = (url: string) => {
@@ -56,7 +79,11 @@ export async function profileWhile(
         let map: SourceMap | null = null;
         try {
           const path = url.startsWith('file:') ? fileURLToPath(url) : url;
-          const file = existsSync(`${path}.map`) ? `${path}.map` : bundleDir ? findMap(bundleDir, path.split('/').pop()!) : null;
+          const file = existsSync(`${path}.map`)
+            ? `${path}.map`
+            : bundleDir
+              ? findMap(bundleDir, path.split('/').pop()!)
+              : null;
           if (file) map = new SourceMap(JSON.parse(readFileSync(file, 'utf8')));
         } catch {
           map = null;
@@ -69,7 +96,9 @@ export async function profileWhile(
     const moduleOf = (frame: { url: string; lineNumber: number; columnNumber: number }) => {
       if (!frame.url) return '(native / runtime)';
       if (frame.url.startsWith('node-internal:')) return 'workerd node: polyfills';
-      const entry = mapFor(frame.url)?.findEntry(frame.lineNumber, frame.columnNumber) as { originalSource?: string } | undefined;
+      const entry = mapFor(frame.url)?.findEntry(frame.lineNumber, frame.columnNumber) as
+        | { originalSource?: string }
+        | undefined;
       const source = entry?.originalSource ?? frame.url;
       const pkg = /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(source);
       if (pkg) return pkg[1]!;
@@ -102,12 +131,20 @@ export async function profileWhile(
       byModule: [...byModuleUs.entries()]
         .sort((a, b) => b[1] - a[1])
         .slice(0, top)
-        .map(([module, us]) => ({ module, selfMs: Math.round(us / 1000), share: `${((us / Math.max(busy, 1)) * 100).toFixed(1)}%` })),
+        .map(([module, us]) => ({
+          module,
+          selfMs: Math.round(us / 1000),
+          share: `${((us / Math.max(busy, 1)) * 100).toFixed(1)}%`,
+        })),
       top: [...byFn.entries()]
         .filter(([fn]) => !fn.startsWith('(idle)'))
         .sort((a, b) => b[1] - a[1])
         .slice(0, top)
-        .map(([fn, us]) => ({ fn, selfMs: Math.round(us / 1000), share: `${((us / Math.max(busy, 1)) * 100).toFixed(1)}%` })),
+        .map(([fn, us]) => ({
+          fn,
+          selfMs: Math.round(us / 1000),
+          share: `${((us / Math.max(busy, 1)) * 100).toFixed(1)}%`,
+        })),
     };
   } finally {
     ws.close();

@@ -20,12 +20,12 @@ import autocannon from 'autocannon';
 import postgres from 'postgres';
 import { openPostgres } from '../../src/db/client.js';
 import { migrateToLatest } from '../../src/db/migrate.js';
-import { REPO_ROOT, startMailCapture } from '../e2e/support/servers.js';
-import { liveClient } from '../support/live-client.js';
-import { seedBenchTenant, type BenchTenant } from './seed.js';
 import { releaseDatabase } from '../e2e/support/pooler.js';
+import { REPO_ROOT, startMailCapture } from '../e2e/support/servers.js';
 import { randomSecret, startWranglerDev, type WranglerDev } from '../e2e/support/wrangler.js';
+import { liveClient } from '../support/live-client.js';
 import { freePort } from '../support/process.js';
+import { type BenchTenant, seedBenchTenant } from './seed.js';
 
 const ORIGIN = 'http://localhost:3000';
 
@@ -58,12 +58,19 @@ type Tenant = BenchTenant;
 
 /** A tenant with a role only it has, seeded through the worker at `base`; the mails from the capture standing in for Resend. */
 export function seedTenant(base: string, mail: Awaited<ReturnType<typeof startMailCapture>>): Promise<Tenant> {
-  return seedBenchTenant(liveClient(base), () => mail.emails.map((m) => ({ to: m.to, subject: m.subject, text: m.text ?? '' })), { markerRole: true });
+  return seedBenchTenant(
+    liveClient(base),
+    () => mail.emails.map((m) => ({ to: m.to, subject: m.subject, text: m.text ?? '' })),
+    { markerRole: true },
+  );
 }
 
 function runNode(args: string[], env: Record<string, string> = {}): Promise<string> {
   return new Promise((resolve, reject) => {
-    const child = spawn(args[0]!, args.slice(1), { stdio: ['ignore', 'pipe', 'ignore'], env: { ...process.env, ...env } });
+    const child = spawn(args[0]!, args.slice(1), {
+      stdio: ['ignore', 'pipe', 'ignore'],
+      env: { ...process.env, ...env },
+    });
     let out = '';
     child.stdout!.on('data', (chunk) => (out += chunk));
     child.on('exit', (code) => (code === 0 ? resolve(out) : reject(new Error(`${args.join(' ')} exited ${code}`))));
@@ -82,10 +89,16 @@ async function evaluationTimes(): Promise<Record<string, number> | string> {
     await runNode(['npx', 'wrangler', 'deploy', '--dry-run', '--outdir', out], { WRANGLER_SEND_METRICS: 'false' });
     const runs: { evaluatedMs: number; firstRequestMs: number; secondRequestMs: number }[] = [];
     for (let i = 0; i < 3; i++) {
-      const line = (await runNode([process.execPath, join(REPO_ROOT, 'tests/perf/bench-worker-eval.mjs'), join(out, 'worker.js')])).trim().split('\n').pop()!;
+      const line = (
+        await runNode([process.execPath, join(REPO_ROOT, 'tests/perf/bench-worker-eval.mjs'), join(out, 'worker.js')])
+      )
+        .trim()
+        .split('\n')
+        .pop()!;
       runs.push(JSON.parse(line));
     }
-    const median = (pick: (r: (typeof runs)[number]) => number) => Math.round(runs.map(pick).sort((x, y) => x - y)[1]! * 10) / 10;
+    const median = (pick: (r: (typeof runs)[number]) => number) =>
+      Math.round(runs.map(pick).sort((x, y) => x - y)[1]! * 10) / 10;
     return {
       'top-level evaluation of the bundle (ms)': median((r) => r.evaluatedMs),
       'first request: config + app construction, signed-out /api/session (ms)': median((r) => r.firstRequestMs),
@@ -98,7 +111,9 @@ async function evaluationTimes(): Promise<Record<string, number> | string> {
   }
 }
 
-export async function runWorkerBench(options: WorkerBenchOptions): Promise<{ rows: WorkerRow[]; notes: Record<string, unknown> } | { skipped: string }> {
+export async function runWorkerBench(
+  options: WorkerBenchOptions,
+): Promise<{ rows: WorkerRow[]; notes: Record<string, unknown> } | { skipped: string }> {
   const { TEST_PG_URL, TEST_POOLER_URL, TEST_POOLER_APP_URL, TEST_PG_APP_URL } = process.env;
   if (!TEST_PG_URL || !TEST_PG_APP_URL || !TEST_POOLER_URL || !TEST_POOLER_APP_URL) {
     return { skipped: 'Worker scenarios need PostgreSQL and PgBouncer: source .ci/services.sh && services_start' };
@@ -107,20 +122,32 @@ export async function runWorkerBench(options: WorkerBenchOptions): Promise<{ row
   const databaseName = `gatehouse_bench_${crypto.randomUUID().replaceAll('-', '')}`;
   const admin = postgres(TEST_PG_URL, { max: 1, onnotice: () => {} });
   await admin.unsafe(`create database "${databaseName}"`);
-  const database = await openPostgres({ url: withDatabaseName(TEST_PG_APP_URL, databaseName), migrationUrl: withDatabaseName(TEST_POOLER_URL, databaseName), poolMax: 1 });
+  const database = await openPostgres({
+    url: withDatabaseName(TEST_PG_APP_URL, databaseName),
+    migrationUrl: withDatabaseName(TEST_POOLER_URL, databaseName),
+    poolMax: 1,
+  });
   await migrateToLatest(database);
   await database.close();
 
   const mail = await startMailCapture();
   const rows: WorkerRow[] = [];
-  const notes: Record<string, unknown> = { connections, durationSeconds: duration, warmupSeconds: warmup, database: 'PostgreSQL through PgBouncer (session pooling) via the Hyperdrive binding' };
-  const hyperdriveEnv = { CLOUDFLARE_HYPERDRIVE_LOCAL_CONNECTION_STRING_HYPERDRIVE: withDatabaseName(TEST_POOLER_APP_URL, databaseName) };
+  const notes: Record<string, unknown> = {
+    connections,
+    durationSeconds: duration,
+    warmupSeconds: warmup,
+    database: 'PostgreSQL through PgBouncer (session pooling) via the Hyperdrive binding',
+  };
+  const hyperdriveEnv = {
+    CLOUDFLARE_HYPERDRIVE_LOCAL_CONNECTION_STRING_HYPERDRIVE: withDatabaseName(TEST_POOLER_APP_URL, databaseName),
+  };
   let worker: WranglerDev | undefined;
 
   const measure = (port: number, requests: autocannon.Request[], seconds: number) =>
     autocannon({ url: `http://127.0.0.1:${port}`, connections, duration: seconds, requests });
   const sessionsStartedSince = async (since: Date) => {
-    const [row] = await admin`select count(*)::int as n from pg_stat_activity where datname = ${databaseName} and usename = 'gatehouse_runtime' and backend_start >= ${since}`;
+    const [row] =
+      await admin`select count(*)::int as n from pg_stat_activity where datname = ${databaseName} and usename = 'gatehouse_runtime' and backend_start >= ${since}`;
     return row!.n as number;
   };
   const statSessions = async () => {
@@ -133,7 +160,13 @@ export async function runWorkerBench(options: WorkerBenchOptions): Promise<{ row
     // The bare worker: cold start and the ceiling.
     const barePort = await freePort();
     let began = performance.now();
-    const bare = await startWranglerDev({ port: barePort, main: join(REPO_ROOT, 'tests/perf/bench-worker-bare.ts'), vars: () => ({}), env: hyperdriveEnv, readyPath: null });
+    const bare = await startWranglerDev({
+      port: barePort,
+      main: join(REPO_ROOT, 'tests/perf/bench-worker-bare.ts'),
+      vars: () => ({}),
+      env: hyperdriveEnv,
+      readyPath: null,
+    });
     const bareReadyMs = performance.now() - began;
     let first = performance.now();
     await (await fetch(`${bare.url}/json`)).text();
@@ -143,7 +176,18 @@ export async function runWorkerBench(options: WorkerBenchOptions): Promise<{ row
     const ceiling = await measure(barePort, [{ method: 'GET', path: '/json' }], duration);
     await bare.stop();
     const ceilingRps = ceiling.requests.average;
-    rows.push({ scenario: 'W1 bare Hono worker', 'req/s': Math.round(ceilingRps), 'p50 ms': ceiling.latency.p50, 'p99 ms': ceiling.latency.p99, non2xx: ceiling.non2xx, errors: ceiling.errors, ratio: 1, target: '', 'new PG sessions/req': null, 'cross-tenant': null });
+    rows.push({
+      scenario: 'W1 bare Hono worker',
+      'req/s': Math.round(ceilingRps),
+      'p50 ms': ceiling.latency.p50,
+      'p99 ms': ceiling.latency.p99,
+      non2xx: ceiling.non2xx,
+      errors: ceiling.errors,
+      ratio: 1,
+      target: '',
+      'new PG sessions/req': null,
+      'cross-tenant': null,
+    });
     console.error(`worker ceiling: ${Math.round(ceilingRps)} req/s`);
 
     // The service.
@@ -183,7 +227,8 @@ export async function runWorkerBench(options: WorkerBenchOptions): Promise<{ row
       'bare worker: wrangler ready (bundled, script evaluated)': Math.round(bareReadyMs),
       'service: wrangler ready (bundled, script evaluated)': Math.round(readyMs),
       'bare worker: first request': Math.round(bareFirstMs),
-      'service: first request (config, app built once, first connection + type fetch, health probe)': Math.round(firstMs),
+      'service: first request (config, app built once, first connection + type fetch, health probe)':
+        Math.round(firstMs),
       'service: a later request (signed-out /api/session)': Math.round(secondMs * 10) / 10,
     };
     if (firstHealth.status !== 200) throw new Error(`service health: ${firstHealth.status}`);
@@ -227,20 +272,43 @@ export async function runWorkerBench(options: WorkerBenchOptions): Promise<{ row
       console.error(`${name}: ${row['req/s']} req/s, ratio ${row.ratio}, p99 ${row['p99 ms']} ms`);
     };
 
-    const get = (path: string, headers: Record<string, string> = {}): autocannon.Request[] => [{ method: 'GET', path, headers }];
+    const get = (path: string, headers: Record<string, string> = {}): autocannon.Request[] => [
+      { method: 'GET', path, headers },
+    ];
     await scenario('W2 GET /api/health', '>= 0.5', get('/api/health'));
     await scenario('W3 GET /api/session signed out', '>= 0.5', get('/api/session'));
-    await scenario('W4 GET /api/session, cookie cache', '>= 0.3', [a, b].map((t) => ({ method: 'GET' as const, path: '/api/session', headers: { cookie: t.cookie } })));
-    await scenario('W5 GET /api/session, token only', '', [a, b].map((t) => ({ method: 'GET' as const, path: '/api/session', headers: { cookie: t.tokenOnlyCookie } })));
-    await scenario('W6 GET /api/roles, two tenants', '>= 0.15', twoTenants('/api/roles', (t) => ({ cookie: t.cookie })), true);
-    await scenario('W7 GET /api/roles with an API key, two tenants', '', twoTenants('/api/roles', (t) => ({ authorization: `Bearer ${t.apiKey}` })), true);
+    await scenario(
+      'W4 GET /api/session, cookie cache',
+      '>= 0.3',
+      [a, b].map((t) => ({ method: 'GET' as const, path: '/api/session', headers: { cookie: t.cookie } })),
+    );
+    await scenario(
+      'W5 GET /api/session, token only',
+      '',
+      [a, b].map((t) => ({ method: 'GET' as const, path: '/api/session', headers: { cookie: t.tokenOnlyCookie } })),
+    );
+    await scenario(
+      'W6 GET /api/roles, two tenants',
+      '>= 0.15',
+      twoTenants('/api/roles', (t) => ({ cookie: t.cookie })),
+      true,
+    );
+    await scenario(
+      'W7 GET /api/roles with an API key, two tenants',
+      '',
+      twoTenants('/api/roles', (t) => ({ authorization: `Bearer ${t.apiKey}` })),
+      true,
+    );
     let counter = 0;
     await scenario('W8 POST+DELETE /api/roles (per pair)', 'no errors', [
       {
         method: 'POST',
         path: '/api/roles',
         headers: { cookie: a.cookie, origin: ORIGIN, 'content-type': 'application/json' },
-        setupRequest: (req) => ({ ...req, body: JSON.stringify({ name: `bench role ${process.pid} ${(counter += 1)}`, permissions: ['roles:read'] }) }),
+        setupRequest: (req) => ({
+          ...req,
+          body: JSON.stringify({ name: `bench role ${process.pid} ${(counter += 1)}`, permissions: ['roles:read'] }),
+        }),
         onResponse: (status, body, context) => {
           if (status === 201) (context as Record<string, unknown>).roleId = (JSON.parse(body) as { id: string }).id;
         },
@@ -248,7 +316,10 @@ export async function runWorkerBench(options: WorkerBenchOptions): Promise<{ row
       {
         method: 'DELETE',
         headers: { cookie: a.cookie, origin: ORIGIN },
-        setupRequest: (req, context) => ({ ...req, path: `/api/roles/${String((context as Record<string, unknown>).roleId)}` }),
+        setupRequest: (req, context) => ({
+          ...req,
+          path: `/api/roles/${String((context as Record<string, unknown>).roleId)}`,
+        }),
       },
     ]);
     // workerd's complaints about promises or I/O crossing requests (there should be none).
@@ -276,8 +347,13 @@ export async function runWorkerBench(options: WorkerBenchOptions): Promise<{ row
 
 if (import.meta.url === `file://${process.argv[1]}`) {
   const args = new Map<string, string>();
-  for (let i = 2; i < process.argv.length; i += 2) args.set(process.argv[i]!.replace(/^--/, ''), process.argv[i + 1] ?? '');
-  runWorkerBench({ duration: Number(args.get('duration') ?? 10), connections: Number(args.get('connections') ?? 50), warmup: Number(args.get('warmup') ?? 2) })
+  for (let i = 2; i < process.argv.length; i += 2)
+    args.set(process.argv[i]!.replace(/^--/, ''), process.argv[i + 1] ?? '');
+  runWorkerBench({
+    duration: Number(args.get('duration') ?? 10),
+    connections: Number(args.get('connections') ?? 50),
+    warmup: Number(args.get('warmup') ?? 2),
+  })
     .then((result) => {
       if ('skipped' in result) console.log(result.skipped);
       else {

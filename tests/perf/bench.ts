@@ -7,26 +7,27 @@
  * --warmup <s> (default 2). Results: a table on stdout and JSON in
  * bench-results/ (git-ignored). Never run from the test suite.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
+import { rmSync } from 'node:fs';
 import { mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import autocannon from 'autocannon';
-import { eachLine, freePort } from '../support/process.js';
 import { createApp, listenForSessionStateChanges } from '../../src/app.js';
 import { parseConfig } from '../../src/config.js';
 import { migrateToLatest } from '../../src/db/migrate.js';
 import { openDatabase } from '../../src/db/open.js';
 import { createMemoryLogger } from '../../src/logger.js';
 import { createMemoryStore } from '../../src/middleware/rate-limit-store.js';
+import { liveClient, type Mail, PASSWORD } from '../support/live-client.js';
+import { eachLine, freePort } from '../support/process.js';
 import { runWorkerBench } from './bench-worker.js';
-import { liveClient, PASSWORD, type Mail } from '../support/live-client.js';
-import { seedBenchTenant, type BenchTenant } from './seed.js';
+import { type BenchTenant, seedBenchTenant } from './seed.js';
 
 const args = new Map<string, string>();
-for (let i = 2; i < process.argv.length; i += 2) args.set(process.argv[i]!.replace(/^--/, ''), process.argv[i + 1] ?? '');
+for (let i = 2; i < process.argv.length; i += 2)
+  args.set(process.argv[i]!.replace(/^--/, ''), process.argv[i + 1] ?? '');
 const DURATION = Number(args.get('duration') ?? 10);
 const CONNECTIONS = Number(args.get('connections') ?? 50);
 const WARMUP = Number(args.get('warmup') ?? 2);
@@ -94,7 +95,9 @@ type Seeded = BenchTenant;
 
 /** The mails among the service's log lines (its development mailer). */
 function mailsIn(lines: Record<string, unknown>[]): Mail[] {
-  return lines.filter((line) => line.event === 'email').map((line) => ({ to: String(line.to), subject: String(line.subject), text: String(line.text) }));
+  return lines
+    .filter((line) => line.event === 'email')
+    .map((line) => ({ to: String(line.to), subject: String(line.subject), text: String(line.text) }));
 }
 
 interface Scenario {
@@ -119,7 +122,12 @@ interface Result {
 }
 
 async function measure(s: Scenario, seconds: number): Promise<autocannon.Result> {
-  return autocannon({ url: `http://127.0.0.1:${s.port}`, connections: CONNECTIONS, duration: seconds, requests: s.requests });
+  return autocannon({
+    url: `http://127.0.0.1:${s.port}`,
+    connections: CONNECTIONS,
+    duration: seconds,
+    requests: s.requests,
+  });
 }
 
 async function run(s: Scenario): Promise<autocannon.Result | null> {
@@ -135,14 +143,28 @@ async function run(s: Scenario): Promise<autocannon.Result | null> {
 /** SQL statements per request, counted through a Kysely log hook on an in-process app over a few sequential requests. */
 async function countSql(): Promise<Record<string, number>> {
   let statements = 0;
-  const database = await openDatabase({ url: 'pglite://memory', log: (event) => void (event.level === 'query' && (statements += 1)) });
+  const database = await openDatabase({
+    url: 'pglite://memory',
+    log: (event) => void (event.level === 'query' && (statements += 1)),
+  });
   await migrateToLatest(database);
-  const { config } = parseConfig({ NODE_ENV: 'test', AUTH_SECRET: SECRET, RATE_LIMIT_ENABLED: 'false', API_KEY_AUTH: 'enabled' });
+  const { config } = parseConfig({
+    NODE_ENV: 'test',
+    AUTH_SECRET: SECRET,
+    RATE_LIMIT_ENABLED: 'false',
+    API_KEY_AUTH: 'enabled',
+  });
   const logger = createMemoryLogger('info');
   // As the Node entry builds it: session states cached, cleared by the database's notifications.
-  const app = createApp({ config, database, rateLimitStore: createMemoryStore(), logger }, { sessionStateCache: await listenForSessionStateChanges(database) });
+  const app = createApp(
+    { config, database, rateLimitStore: createMemoryStore(), logger },
+    { sessionStateCache: await listenForSessionStateChanges(database) },
+  );
   const request = async (path: string, init?: RequestInit) => app.request(path, init);
-  const seeded = await seedBenchTenant(liveClient('http://localhost', (url, init) => app.request(url, init)), () => mailsIn(logger.lines));
+  const seeded = await seedBenchTenant(
+    liveClient('http://localhost', (url, init) => app.request(url, init)),
+    () => mailsIn(logger.lines),
+  );
   const sample = async (fn: () => Promise<unknown>, times = 5) => {
     await fn();
     statements = 0;
@@ -164,7 +186,11 @@ async function countSql(): Promise<Record<string, number>> {
       await request(`/api/roles/${id}`, { method: 'DELETE', headers: { cookie: seeded.cookie } });
     }),
     signIn: await sample(() =>
-      request('/api/auth/sign-in/email', { method: 'POST', headers: { origin: ORIGIN, 'content-type': 'application/json' }, body: JSON.stringify({ email: seeded.email, password: PASSWORD }) }),
+      request('/api/auth/sign-in/email', {
+        method: 'POST',
+        headers: { origin: ORIGIN, 'content-type': 'application/json' },
+        body: JSON.stringify({ email: seeded.email, password: PASSWORD }),
+      }),
     ),
     apiKeyRead: await sample(() => request('/api/roles', { headers: { authorization: `Bearer ${seeded.apiKey}` } })),
   };
@@ -176,7 +202,10 @@ async function workerBundleGzipKiB(): Promise<number | null> {
   const out = await mkdtemp(join(tmpdir(), 'gatehouse-worker-'));
   try {
     await new Promise<void>((resolve, reject) => {
-      const child = spawn('npx', ['wrangler', 'deploy', '--dry-run', '--outdir', out], { stdio: 'ignore', env: { ...process.env, WRANGLER_SEND_METRICS: 'false' } });
+      const child = spawn('npx', ['wrangler', 'deploy', '--dry-run', '--outdir', out], {
+        stdio: 'ignore',
+        env: { ...process.env, WRANGLER_SEND_METRICS: 'false' },
+      });
       child.on('exit', (code) => (code === 0 ? resolve() : reject(new Error(`wrangler exited ${code}`))));
     });
     let total = 0;
@@ -225,7 +254,13 @@ async function main() {
     DOCS_ENABLED: 'false',
   };
   const results: Result[] = [];
-  const notes: Record<string, unknown> = { engine, connections: CONNECTIONS, durationSeconds: DURATION, warmupSeconds: WARMUP, node: process.version };
+  const notes: Record<string, unknown> = {
+    engine,
+    connections: CONNECTIONS,
+    durationSeconds: DURATION,
+    warmupSeconds: WARMUP,
+    node: process.version,
+  };
 
   console.error('counting SQL statements per request…');
   const sql = await countSql();
@@ -251,19 +286,39 @@ async function main() {
       marked: r.non2xx > 0 || r.errors > 0,
     };
     results.push(result);
-    console.error(`${name}: ${result.requestsPerSecond} req/s, p99 ${result.p99} ms${result.marked ? ' (ERRORS)' : ''}`);
+    console.error(
+      `${name}: ${result.requestsPerSecond} req/s, p99 ${result.p99} ms${result.marked ? ' (ERRORS)' : ''}`,
+    );
   };
   record('1 ceiling: bare Hono JSON route', ceilingResult, 0);
 
   const port = await freePort();
   const server = await start(['src/server.ts'], { ...baseEnv, PORT: String(port) }, port);
   const seeded = await seedBenchTenant(liveClient(`http://127.0.0.1:${port}`), () => mailsIn(server.lines));
-  const get = (path: string, headers: Record<string, string> = {}): autocannon.Request[] => [{ method: 'GET', path, headers }];
+  const get = (path: string, headers: Record<string, string> = {}): autocannon.Request[] => [
+    { method: 'GET', path, headers },
+  ];
 
-  record('2 GET /api/health (whole chain)', await run({ name: 'health', port, requests: get('/api/health') }), sql.health ?? null);
-  record('3 GET /api/session (cookie cache)', await run({ name: 'session', port, requests: get('/api/session', { cookie: seeded.cookie }) }), sql.sessionCached ?? null);
-  record('4 GET /api/session (token only: database)', await run({ name: 'session-db', port, requests: get('/api/session', { cookie: seeded.tokenOnlyCookie }) }), sql.sessionDatabase ?? null);
-  record('5 GET /api/roles (permission-checked read)', await run({ name: 'roles', port, requests: get('/api/roles', { cookie: seeded.cookie }) }), sql.listRoles ?? null);
+  record(
+    '2 GET /api/health (whole chain)',
+    await run({ name: 'health', port, requests: get('/api/health') }),
+    sql.health ?? null,
+  );
+  record(
+    '3 GET /api/session (cookie cache)',
+    await run({ name: 'session', port, requests: get('/api/session', { cookie: seeded.cookie }) }),
+    sql.sessionCached ?? null,
+  );
+  record(
+    '4 GET /api/session (token only: database)',
+    await run({ name: 'session-db', port, requests: get('/api/session', { cookie: seeded.tokenOnlyCookie }) }),
+    sql.sessionDatabase ?? null,
+  );
+  record(
+    '5 GET /api/roles (permission-checked read)',
+    await run({ name: 'roles', port, requests: get('/api/roles', { cookie: seeded.cookie }) }),
+    sql.listRoles ?? null,
+  );
   let counter = 0;
   record(
     '6 POST+DELETE /api/roles (writes with audit; per pair)',
@@ -275,7 +330,10 @@ async function main() {
           method: 'POST',
           path: '/api/roles',
           headers: { cookie: seeded.cookie, 'content-type': 'application/json' },
-          setupRequest: (req) => ({ ...req, body: JSON.stringify({ name: `bench role ${process.pid} ${(counter += 1)}`, permissions: ['roles:read'] }) }),
+          setupRequest: (req) => ({
+            ...req,
+            body: JSON.stringify({ name: `bench role ${process.pid} ${(counter += 1)}`, permissions: ['roles:read'] }),
+          }),
           onResponse: (status, body, context) => {
             if (status === 201) (context as Record<string, unknown>).roleId = (JSON.parse(body) as { id: string }).id;
           },
@@ -283,13 +341,20 @@ async function main() {
         {
           method: 'DELETE',
           headers: { cookie: seeded.cookie },
-          setupRequest: (req, context) => ({ ...req, path: `/api/roles/${String((context as Record<string, unknown>).roleId)}` }),
+          setupRequest: (req, context) => ({
+            ...req,
+            path: `/api/roles/${String((context as Record<string, unknown>).roleId)}`,
+          }),
         },
       ],
     }),
     sql.createDeleteRole ?? null,
   );
-  record('9 GET /api/roles with an API key', await run({ name: 'api-key', port, requests: get('/api/roles', { authorization: `Bearer ${seeded.apiKey}` }) }), sql.apiKeyRead ?? null);
+  record(
+    '9 GET /api/roles with an API key',
+    await run({ name: 'api-key', port, requests: get('/api/roles', { authorization: `Bearer ${seeded.apiKey}` }) }),
+    sql.apiKeyRead ?? null,
+  );
   // Sign-in last on this server: its abandoned requests leave seconds of hashing behind.
   const signIn = await run({
     name: 'sign-in',
@@ -304,29 +369,56 @@ async function main() {
     ],
   });
   if (signIn) await new Promise((r) => setTimeout(r, Math.min(signIn.latency.p99, 15_000))); // drain before the raw rate
-  const hashRate = !signIn ? 0 : await new Promise<number>((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'tests/perf/bench-hash.ts', String(CONNECTIONS), String(DURATION)], { stdio: ['ignore', 'pipe', 'inherit'] });
-    let out = '';
-    child.stdout!.on('data', (chunk) => (out += chunk));
-    child.on('exit', (code) => (code === 0 ? resolve((JSON.parse(out.trim()) as { hashesPerSecond: number }).hashesPerSecond) : reject(new Error('hash bench failed'))));
-  });
+  const hashRate = !signIn
+    ? 0
+    : await new Promise<number>((resolve, reject) => {
+        const child = spawn(
+          process.execPath,
+          ['--import', 'tsx', 'tests/perf/bench-hash.ts', String(CONNECTIONS), String(DURATION)],
+          { stdio: ['ignore', 'pipe', 'inherit'] },
+        );
+        let out = '';
+        child.stdout!.on('data', (chunk) => (out += chunk));
+        child.on('exit', (code) =>
+          code === 0
+            ? resolve((JSON.parse(out.trim()) as { hashesPerSecond: number }).hashesPerSecond)
+            : reject(new Error('hash bench failed')),
+        );
+      });
   notes.rawHashesPerSecond = Math.round(hashRate * 10) / 10;
   record('7 POST /api/auth/sign-in/email (ratio: to raw hash rate)', signIn, sql.signIn ?? null, hashRate);
   await server.stop();
 
   // 8: the rate-limit store's added latency on one route.
-  const limitedEnv = { ...baseEnv, RATE_LIMIT_ENABLED: 'true', RATE_LIMIT_GLOBAL_LIMIT: '1000000', RATE_LIMIT_GLOBAL_TTL: '3600' };
+  const limitedEnv = {
+    ...baseEnv,
+    RATE_LIMIT_ENABLED: 'true',
+    RATE_LIMIT_GLOBAL_LIMIT: '1000000',
+    RATE_LIMIT_GLOBAL_TTL: '3600',
+  };
   const memPort = await freePort();
   const memory = await start(['src/server.ts'], { ...limitedEnv, PORT: String(memPort) }, memPort);
-  record('8a GET /api/health, rate limit: in-memory store', await run({ name: 'rl-memory', port: memPort, requests: get('/api/health') }), sql.health ?? null);
+  record(
+    '8a GET /api/health, rate limit: in-memory store',
+    await run({ name: 'rl-memory', port: memPort, requests: get('/api/health') }),
+    sql.health ?? null,
+  );
   await memory.stop();
   if (process.env.TEST_REDIS_URL) {
     const { startUpstashServer } = await import('../support/upstash-server.js');
     const token = crypto.randomUUID();
     const upstash = await startUpstashServer({ redisUrl: process.env.TEST_REDIS_URL, token });
     const upPort = await freePort();
-    const viaRedis = await start(['src/server.ts'], { ...limitedEnv, PORT: String(upPort), KV_REST_API_URL: upstash.url, KV_REST_API_TOKEN: token }, upPort);
-    record('8b GET /api/health, rate limit: Upstash protocol over Redis', await run({ name: 'rl-redis', port: upPort, requests: get('/api/health') }), sql.health ?? null);
+    const viaRedis = await start(
+      ['src/server.ts'],
+      { ...limitedEnv, PORT: String(upPort), KV_REST_API_URL: upstash.url, KV_REST_API_TOKEN: token },
+      upPort,
+    );
+    record(
+      '8b GET /api/health, rate limit: Upstash protocol over Redis',
+      await run({ name: 'rl-redis', port: upPort, requests: get('/api/health') }),
+      sql.health ?? null,
+    );
     await viaRedis.stop();
     await upstash.close();
   } else {
@@ -339,7 +431,11 @@ async function main() {
   const pgliteDir = join(dataDir, 'startup');
   for (const label of ['pglite, new data directory (initdb + migrations)', 'pglite, existing data directory']) {
     const startupPort = await freePort();
-    const started = await start(['src/server.ts'], { ...baseEnv, DATABASE_URL: `pglite://${pgliteDir}`, PORT: String(startupPort) }, startupPort);
+    const started = await start(
+      ['src/server.ts'],
+      { ...baseEnv, DATABASE_URL: `pglite://${pgliteDir}`, PORT: String(startupPort) },
+      startupPort,
+    );
     startup[label] = Math.round(started.startedMs);
     await started.stop();
   }

@@ -27,11 +27,19 @@
  * Options: --seconds 120 --tenants 12 --members 2 --concurrency 16
  *          --warmup 0.3 (fraction of the run before memory is judged) --max-growth 10
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import postgres from 'postgres';
-import { expectStatus, liveClient, mailedLink, signUpVerifySignIn, type Answer, type CookieJar, type Mail } from '../support/live-client.js';
+import {
+  type Answer,
+  type CookieJar,
+  expectStatus,
+  liveClient,
+  type Mail,
+  mailedLink,
+  signUpVerifySignIn,
+} from '../support/live-client.js';
 import { eachLine } from '../support/process.js';
 
 const UUID = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/gi;
@@ -49,7 +57,15 @@ function option(name: string, fallback: number): number {
 // ---------------------------------------------------------------------------
 
 async function serveChild(): Promise<void> {
-  const [{ serve }, { createApp }, { parseConfig }, { migrateToLatest }, deps, { createLogger }, { answerClientErrors, LISTENER_OPTIONS }] = await Promise.all([
+  const [
+    { serve },
+    { createApp },
+    { parseConfig },
+    { migrateToLatest },
+    deps,
+    { createLogger },
+    { answerClientErrors, LISTENER_OPTIONS },
+  ] = await Promise.all([
     import('@hono/node-server'),
     import('../../src/app.js'),
     import('../../src/config.js'),
@@ -63,10 +79,16 @@ async function serveChild(): Promise<void> {
   deps.logConfigWarnings(logger, warnings);
   const database = await deps.openConfiguredDatabase(config);
   await migrateToLatest(database, logger);
-  const app = createApp({ config, database, rateLimitStore: deps.createRateLimitStore(config), logger }, { clientIp: () => '127.0.0.1' });
-  const server = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1', serverOptions: { ...LISTENER_OPTIONS } }, (info) => {
-    console.log(JSON.stringify({ event: 'load.listening', port: info.port }));
-  });
+  const app = createApp(
+    { config, database, rateLimitStore: deps.createRateLimitStore(config), logger },
+    { clientIp: () => '127.0.0.1' },
+  );
+  const server = serve(
+    { fetch: app.fetch, port: 0, hostname: '127.0.0.1', serverOptions: { ...LISTENER_OPTIONS } },
+    (info) => {
+      console.log(JSON.stringify({ event: 'load.listening', port: info.port }));
+    },
+  );
   answerClientErrors(server);
   const stop = () => server.close(() => void database.close().finally(() => process.exit(0)));
   process.on('SIGTERM', stop);
@@ -142,7 +164,10 @@ async function main(): Promise<void> {
     env.DATABASE_URL = 'pglite://memory';
   }
 
-  const child = spawn(process.execPath, ['--import', 'tsx', fileURLToPath(import.meta.url), '--serve'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, ['--import', 'tsx', fileURLToPath(import.meta.url), '--serve'], {
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   const mails: Mail[] = [];
   const problems: string[] = [];
   let portResolve!: (port: number) => void;
@@ -181,7 +206,9 @@ async function main(): Promise<void> {
     const port = await Promise.race([
       portPromise,
       exited.then((code) => Promise.reject(new Error(`the service exited (${code}) before listening`))),
-      new Promise<never>((_, reject) => setTimeout(() => reject(new Error('the service did not start in 120 s')), 120_000).unref()),
+      new Promise<never>((_, reject) =>
+        setTimeout(() => reject(new Error('the service did not start in 120 s')), 120_000).unref(),
+      ),
     ]);
     // Loopback only: the target is always the child's own loopback listener.
     const base = `http://127.0.0.1:${port}`;
@@ -195,33 +222,82 @@ async function main(): Promise<void> {
       for (const id of ids) if (id) idOwner.set(id.toLowerCase(), tenant);
     };
 
-    const newUser = (label: string) => signUpVerifySignIn({ base, request }, () => mails, { email: `load-${label}-${crypto.randomUUID().slice(0, 10)}@example.test`, label });
+    const newUser = (label: string) =>
+      signUpVerifySignIn({ base, request }, () => mails, {
+        email: `load-${label}-${crypto.randomUUID().slice(0, 10)}@example.test`,
+        label,
+      });
 
     const setupTenant = async (index: number): Promise<Tenant> => {
       const founder = await newUser(`t${index}-owner`);
       const slug = `load-${index}-${crypto.randomUUID().slice(0, 8)}`;
-      const organization = expectStatus('organization', await request('/api/auth/organization/create', { body: { name: `Load ${index}`, slug }, jar: founder.jar }), 200);
-      expectStatus('set-active', await request('/api/auth/organization/set-active', { body: { organizationId: organization.id }, jar: founder.jar }), 200);
+      const organization = expectStatus(
+        'organization',
+        await request('/api/auth/organization/create', { body: { name: `Load ${index}`, slug }, jar: founder.jar }),
+        200,
+      );
+      expectStatus(
+        'set-active',
+        await request('/api/auth/organization/set-active', {
+          body: { organizationId: organization.id },
+          jar: founder.jar,
+        }),
+        200,
+      );
       const members: Actor[] = [];
       for (let m = 0; m < memberCount; m += 1) {
         const user = await newUser(`t${index}-m${m}`);
-        expectStatus('invite', await request('/api/auth/organization/invite-member', { body: { email: user.email, role: 'member', organizationId: organization.id }, jar: founder.jar }), 200);
+        expectStatus(
+          'invite',
+          await request('/api/auth/organization/invite-member', {
+            body: { email: user.email, role: 'member', organizationId: organization.id },
+            jar: founder.jar,
+          }),
+          200,
+        );
         const invitationId = (await mailLink(user.email, /^Join /)).pathname.split('/').at(-1)!;
-        const accepted = expectStatus('accept', await request('/api/auth/organization/accept-invitation', { body: { invitationId }, jar: user.jar }), 200);
-        expectStatus('set-active', await request('/api/auth/organization/set-active', { body: { organizationId: organization.id }, jar: user.jar }), 200);
+        const accepted = expectStatus(
+          'accept',
+          await request('/api/auth/organization/accept-invitation', { body: { invitationId }, jar: user.jar }),
+          200,
+        );
+        expectStatus(
+          'set-active',
+          await request('/api/auth/organization/set-active', {
+            body: { organizationId: organization.id },
+            jar: user.jar,
+          }),
+          200,
+        );
         members.push({ ...user, memberId: accepted.member.id, owner: false });
         claim(index, invitationId);
       }
-      const listed = expectStatus('members', await request('/api/members', { jar: founder.jar }), 200) as { id: string; userId: string }[];
+      const listed = expectStatus('members', await request('/api/members', { jar: founder.jar }), 200) as {
+        id: string;
+        userId: string;
+      }[];
       const owner: Actor = { ...founder, memberId: listed.find((m) => m.userId === founder.id)!.id, owner: true };
-      const roles = expectStatus('roles', await request('/api/roles', { jar: founder.jar }), 200) as { id: string; slug: string }[];
-      claim(index, organization.id, owner.id, owner.memberId, ...members.flatMap((m) => [m.id, m.memberId]), ...roles.map((r) => r.id));
+      const roles = expectStatus('roles', await request('/api/roles', { jar: founder.jar }), 200) as {
+        id: string;
+        slug: string;
+      }[];
+      claim(
+        index,
+        organization.id,
+        owner.id,
+        owner.memberId,
+        ...members.flatMap((m) => [m.id, m.memberId]),
+        ...roles.map((r) => r.id),
+      );
       return {
         index,
         organizationId: organization.id,
         owner,
         members,
-        roles: { member: roles.find((r) => r.slug === 'member')!.id, viewer: roles.find((r) => r.slug === 'viewer')!.id },
+        roles: {
+          member: roles.find((r) => r.slug === 'member')!.id,
+          viewer: roles.find((r) => r.slug === 'viewer')!.id,
+        },
         customRoles: [],
         keys: [],
         writing: Promise.resolve(),
@@ -231,10 +307,14 @@ async function main(): Promise<void> {
     const setupStarted = performance.now();
     const tenants: Tenant[] = [];
     for (let i = 0; i < tenantCount; i += 4) {
-      tenants.push(...(await Promise.all(Array.from({ length: Math.min(4, tenantCount - i) }, (_, k) => setupTenant(i + k)))));
+      tenants.push(
+        ...(await Promise.all(Array.from({ length: Math.min(4, tenantCount - i) }, (_, k) => setupTenant(i + k)))),
+      );
     }
     const setupSeconds = (performance.now() - setupStarted) / 1000;
-    console.log(`load: ${tenants.length} tenants, ${tenants.length * (memberCount + 1)} users signed in, in ${setupSeconds.toFixed(1)} s (${engine}); running ${seconds} s with ${concurrency} workers`);
+    console.log(
+      `load: ${tenants.length} tenants, ${tenants.length * (memberCount + 1)} users signed in, in ${setupSeconds.toFixed(1)} s (${engine}); running ${seconds} s with ${concurrency} workers`,
+    );
 
     const stats: Stats = { requests: 0, latencies: [], byOperation: {}, errors: [], violations: [] };
     const record = (operation: string, tenant: Tenant, answer: Answer, expected: number[]) => {
@@ -244,22 +324,29 @@ async function main(): Promise<void> {
       entry.count += 1;
       if (!expected.includes(answer.status)) {
         entry.errors += 1;
-        if (stats.errors.length < 20) stats.errors.push({ operation, status: answer.status, text: answer.text.slice(0, 300) });
+        if (stats.errors.length < 20)
+          stats.errors.push({ operation, status: answer.status, text: answer.text.slice(0, 300) });
       }
       for (const match of answer.text.matchAll(UUID)) {
         const owner = idOwner.get(match[0].toLowerCase());
-        if (owner !== undefined && owner !== tenant.index) stats.violations.push({ operation, tenant: tenant.index, foreignId: match[0], owner });
+        if (owner !== undefined && owner !== tenant.index)
+          stats.violations.push({ operation, tenant: tenant.index, foreignId: match[0], owner });
       }
     };
 
     type Operation = (tenant: Tenant, actor: Actor) => Promise<void>;
-    const read = (path: string): Operation => async (tenant, actor) => record(`GET ${path.split('?')[0]}`, tenant, await request(path, { jar: actor.jar }), [200]);
-    const write = (operation: Operation): Operation => (tenant) => {
-      // An Owner's writes run one at a time per tenant, so each sees the tenant's last state.
-      const next = tenant.writing.then(() => operation(tenant, tenant.owner));
-      tenant.writing = next.catch(() => {});
-      return next;
-    };
+    const read =
+      (path: string): Operation =>
+      async (tenant, actor) =>
+        record(`GET ${path.split('?')[0]}`, tenant, await request(path, { jar: actor.jar }), [200]);
+    const write =
+      (operation: Operation): Operation =>
+      (tenant) => {
+        // An Owner's writes run one at a time per tenant, so each sees the tenant's last state.
+        const next = tenant.writing.then(() => operation(tenant, tenant.owner));
+        tenant.writing = next.catch(() => {});
+        return next;
+      };
     const operations: [number, Operation][] = [
       [6, read('/api/roles')],
       [5, read('/api/members')],
@@ -272,10 +359,18 @@ async function main(): Promise<void> {
         write(async (tenant, owner) => {
           if (tenant.customRoles.length >= 4) {
             const id = tenant.customRoles.shift()!;
-            record('DELETE /api/roles/:id', tenant, await request(`/api/roles/${id}`, { method: 'DELETE', jar: owner.jar }), [200]);
+            record(
+              'DELETE /api/roles/:id',
+              tenant,
+              await request(`/api/roles/${id}`, { method: 'DELETE', jar: owner.jar }),
+              [200],
+            );
             return;
           }
-          const answer = await request('/api/roles', { body: { name: `Load role ${crypto.randomUUID().slice(0, 8)}`, permissions: ['roles:read', 'members:read'] }, jar: owner.jar });
+          const answer = await request('/api/roles', {
+            body: { name: `Load role ${crypto.randomUUID().slice(0, 8)}`, permissions: ['roles:read', 'members:read'] },
+            jar: owner.jar,
+          });
           if (answer.status === 201) {
             claim(tenant.index, answer.body.id);
             tenant.customRoles.push(answer.body.id);
@@ -288,7 +383,16 @@ async function main(): Promise<void> {
         write(async (tenant, owner) => {
           const id = tenant.customRoles[0];
           if (!id) return;
-          record('PATCH /api/roles/:id', tenant, await request(`/api/roles/${id}`, { method: 'PATCH', body: { description: `changed ${Date.now()}` }, jar: owner.jar }), [200]);
+          record(
+            'PATCH /api/roles/:id',
+            tenant,
+            await request(`/api/roles/${id}`, {
+              method: 'PATCH',
+              body: { description: `changed ${Date.now()}` },
+              jar: owner.jar,
+            }),
+            [200],
+          );
         }),
       ],
       [
@@ -296,10 +400,18 @@ async function main(): Promise<void> {
         write(async (tenant, owner) => {
           if (tenant.keys.length >= 4) {
             const id = tenant.keys.shift()!;
-            record('DELETE /api/api-keys/:id', tenant, await request(`/api/api-keys/${id}`, { method: 'DELETE', jar: owner.jar }), [200]);
+            record(
+              'DELETE /api/api-keys/:id',
+              tenant,
+              await request(`/api/api-keys/${id}`, { method: 'DELETE', jar: owner.jar }),
+              [200],
+            );
             return;
           }
-          const answer = await request('/api/api-keys', { body: { name: `load key ${Date.now()}`, scopes: ['roles:read'] }, jar: owner.jar });
+          const answer = await request('/api/api-keys', {
+            body: { name: `load key ${Date.now()}`, scopes: ['roles:read'] },
+            jar: owner.jar,
+          });
           if (answer.status === 201) {
             claim(tenant.index, answer.body.id);
             tenant.keys.push(answer.body.id);
@@ -313,7 +425,16 @@ async function main(): Promise<void> {
           const member = tenant.members[Math.floor(Math.random() * tenant.members.length)];
           if (!member) return;
           const current = Math.random() < 0.5 ? tenant.roles.viewer : tenant.roles.member;
-          record('PATCH /api/admin/members/:id', tenant, await request(`/api/admin/members/${member.memberId}`, { method: 'PATCH', body: { roleId: current }, jar: owner.jar }), [200]);
+          record(
+            'PATCH /api/admin/members/:id',
+            tenant,
+            await request(`/api/admin/members/${member.memberId}`, {
+              method: 'PATCH',
+              body: { roleId: current },
+              jar: owner.jar,
+            }),
+            [200],
+          );
         }),
       ],
     ];
@@ -335,7 +456,9 @@ async function main(): Promise<void> {
       return Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0) / 1024;
     };
     const sampler = setInterval(() => {
-      void rssMb().then((mb) => mb > 0 && samples.push({ atSeconds: (performance.now() - trafficStarted) / 1000, rssMb: mb }));
+      void rssMb().then(
+        (mb) => mb > 0 && samples.push({ atSeconds: (performance.now() - trafficStarted) / 1000, rssMb: mb }),
+      );
     }, 1000);
 
     const deadline = trafficStarted + seconds * 1000;
@@ -393,7 +516,11 @@ async function main(): Promise<void> {
       concurrency,
       requests: stats.requests,
       requestsPerSecond: Math.round(stats.requests / elapsed),
-      latencyMs: { p50: Math.round(percentile(50) * 10) / 10, p95: Math.round(percentile(95) * 10) / 10, p99: Math.round(percentile(99) * 10) / 10 },
+      latencyMs: {
+        p50: Math.round(percentile(50) * 10) / 10,
+        p95: Math.round(percentile(95) * 10) / 10,
+        p99: Math.round(percentile(99) * 10) / 10,
+      },
       errors: errorCount,
       crossTenant: stats.violations.length,
       idsTracked: idOwner.size,
@@ -420,21 +547,28 @@ async function main(): Promise<void> {
 
     if (errorCount > 0) problems.push(`${errorCount} requests answered other than expected`);
     if (stats.violations.length > 0) problems.push(`${stats.violations.length} responses carried another tenant's ids`);
-    if (memoryJudged && growthPercent > maxGrowth) problems.push(`RSS grew ${growthPercent.toFixed(1)}% after the warm-up (limit ${maxGrowth}%)`);
+    if (memoryJudged && growthPercent > maxGrowth)
+      problems.push(`RSS grew ${growthPercent.toFixed(1)}% after the warm-up (limit ${maxGrowth}%)`);
     if (stats.requests === 0) problems.push('no requests were made');
 
     console.log('');
-    console.log(`requests        ${report.requests} in ${report.seconds} s (${report.requestsPerSecond}/s), p50 ${report.latencyMs.p50} ms, p95 ${report.latencyMs.p95} ms, p99 ${report.latencyMs.p99} ms`);
+    console.log(
+      `requests        ${report.requests} in ${report.seconds} s (${report.requestsPerSecond}/s), p50 ${report.latencyMs.p50} ms, p95 ${report.latencyMs.p95} ms, p99 ${report.latencyMs.p99} ms`,
+    );
     console.log(`errors          ${report.errors}`);
     console.log(`cross-tenant    ${report.crossTenant} (ids tracked: ${report.idsTracked})`);
     console.log(
       `rss (MB)        ${report.memory.rssMbAfterWarmup} after warm-up (${report.memory.warmupSeconds} s), ${report.memory.rssMbAtEnd} at the end, peak ${report.memory.rssMbPeak}; ` +
         `median ${report.memory.firstThirdMedianMb} -> ${report.memory.lastThirdMedianMb} (${report.memory.growthPercent}%, limit ${maxGrowth}%${memoryJudged ? '' : ', not judged: under 60 s after the warm-up'}); slope ${report.memory.slopeMbPerMinute} MB/min`,
     );
-    for (const [operation, entry] of Object.entries(stats.byOperation).sort()) console.log(`  ${operation.padEnd(32)} ${String(entry.count).padStart(7)}  errors ${entry.errors}`);
+    for (const [operation, entry] of Object.entries(stats.byOperation).sort())
+      console.log(`  ${operation.padEnd(32)} ${String(entry.count).padStart(7)}  errors ${entry.errors}`);
     console.log(JSON.stringify({ event: 'load.result', ...report }));
     await mkdir('bench-results', { recursive: true });
-    await writeFile(`bench-results/load-${new Date().toISOString().replaceAll(':', '-')}.json`, `${JSON.stringify(report, null, 2)}\n`);
+    await writeFile(
+      `bench-results/load-${new Date().toISOString().replaceAll(':', '-')}.json`,
+      `${JSON.stringify(report, null, 2)}\n`,
+    );
   } finally {
     await cleanup();
   }

@@ -19,17 +19,45 @@ export interface BenchTenant {
   marker: string;
 }
 
-export async function seedBenchTenant(client: LiveClient, mails: () => readonly Mail[], options: { markerRole?: boolean } = {}): Promise<BenchTenant> {
-  const user = await signUpVerifySignIn(client, mails, { email: `bench-${crypto.randomUUID().slice(0, 8)}@example.test`, label: 'Bench' });
+export async function seedBenchTenant(
+  client: LiveClient,
+  mails: () => readonly Mail[],
+  options: { markerRole?: boolean } = {},
+): Promise<BenchTenant> {
+  const user = await signUpVerifySignIn(client, mails, {
+    email: `bench-${crypto.randomUUID().slice(0, 8)}@example.test`,
+    label: 'Bench',
+  });
   const { jar } = user;
-  expectStatus('organization', await client.request('/api/auth/organization/create', { body: { name: 'Bench', slug: `bench-${crypto.randomUUID().slice(0, 8)}` }, jar }), 200);
+  expectStatus(
+    'organization',
+    await client.request('/api/auth/organization/create', {
+      body: { name: 'Bench', slug: `bench-${crypto.randomUUID().slice(0, 8)}` },
+      jar,
+    }),
+    200,
+  );
   // A fresh cookie cache that names the active organization (stored into the jar).
   await client.request('/api/auth/get-session', { jar });
   let marker = '';
   if (options.markerRole) {
     marker = `only-${crypto.randomUUID().slice(0, 8)}`;
-    expectStatus('role', await client.request('/api/roles', { body: { name: marker, permissions: ['roles:read'] }, jar }), 201);
+    expectStatus(
+      'role',
+      await client.request('/api/roles', { body: { name: marker, permissions: ['roles:read'] }, jar }),
+      201,
+    );
   }
-  const key = expectStatus('api key', await client.request('/api/api-keys', { body: { name: 'bench', scopes: ['roles:read'] }, jar }), 201) as { key: string };
-  return { email: user.email, cookie: jar.header(), tokenOnlyCookie: `${SESSION_COOKIE}=${jar.get(SESSION_COOKIE) ?? ''}`, apiKey: key.key, marker };
+  const key = expectStatus(
+    'api key',
+    await client.request('/api/api-keys', { body: { name: 'bench', scopes: ['roles:read'] }, jar }),
+    201,
+  ) as { key: string };
+  return {
+    email: user.email,
+    cookie: jar.header(),
+    tokenOnlyCookie: `${SESSION_COOKIE}=${jar.get(SESSION_COOKIE) ?? ''}`,
+    apiKey: key.key,
+    marker,
+  };
 }

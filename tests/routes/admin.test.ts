@@ -2,11 +2,11 @@
  * API.md platform admin routes: GET /api/admin/users (admin or superadmin),
  * PATCH /api/admin/users/:id/role (superadmin), audited as `user.role_changed`.
  */
-import { sql, type Kysely } from 'kysely';
+import { type Kysely, sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestApp, type TestApp } from '../support/app.js';
 import { call } from '../support/http.js';
-import { signedInUser, uniqueEmail, type SignedInUser } from '../support/users.js';
+import { type SignedInUser, signedInUser, uniqueEmail } from '../support/users.js';
 
 interface AdminUser {
   id: string;
@@ -59,14 +59,16 @@ async function platformAuditRows(t: TestApp, where: (db: Kysely<any>) => Promise
 }
 
 function roleChangesOf(t: TestApp, userId: string) {
-  return platformAuditRows(t, (db) =>
-    db
-      .selectFrom('audit_logs')
-      .select(['id', 'tenant_id', 'actor_id', 'action', 'metadata', 'request_id'])
-      .where('action', '=', 'user.role_changed')
-      .where(sql`metadata->>'userId'`, '=', userId)
-      .orderBy('created_at')
-      .execute() as Promise<AuditRow[]>,
+  return platformAuditRows(
+    t,
+    (db) =>
+      db
+        .selectFrom('audit_logs')
+        .select(['id', 'tenant_id', 'actor_id', 'action', 'metadata', 'request_id'])
+        .where('action', '=', 'user.role_changed')
+        .where(sql`metadata->>'userId'`, '=', userId)
+        .orderBy('created_at')
+        .execute() as Promise<AuditRow[]>,
   );
 }
 
@@ -76,7 +78,10 @@ async function setRole(t: TestApp, userId: string, role: 'superadmin' | 'admin' 
 
 async function listUsers(t: TestApp, jar: SignedInUser['jar'], query = '') {
   const res = await call(t, `/api/admin/users${query}`, { jar });
-  return { res, body: (await res.json()) as { items: AdminUser[]; nextCursor: string | null } & Record<string, unknown> };
+  return {
+    res,
+    body: (await res.json()) as { items: AdminUser[]; nextCursor: string | null } & Record<string, unknown>,
+  };
 }
 
 const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
@@ -117,8 +122,16 @@ describe('platform admin routes', () => {
         expect(Object.keys(body).sort()).toEqual(['items', 'nextCursor']);
         expect(body.nextCursor).toBeNull();
         const me = body.items.find((item) => item.id === caller.id);
-        expect(me).toStrictEqual({ id: caller.id, email: caller.email, role: caller === admin ? 'admin' : 'superadmin', emailVerified: true, deletedAt: null, createdAt: expect.stringMatching(ISO) });
-        for (const item of body.items) expect(Object.keys(item).sort()).toEqual(['createdAt', 'deletedAt', 'email', 'emailVerified', 'id', 'role']);
+        expect(me).toStrictEqual({
+          id: caller.id,
+          email: caller.email,
+          role: caller === admin ? 'admin' : 'superadmin',
+          emailVerified: true,
+          deletedAt: null,
+          createdAt: expect.stringMatching(ISO),
+        });
+        for (const item of body.items)
+          expect(Object.keys(item).sort()).toEqual(['createdAt', 'deletedAt', 'email', 'emailVerified', 'id', 'role']);
         const created = body.items.map((item) => item.createdAt);
         expect(created).toEqual([...created].sort().reverse());
         // Sign-up order: superadmin was created last, plain first.
@@ -130,11 +143,19 @@ describe('platform admin routes', () => {
 
     it('shows deletedAt and unverified users as stored', async () => {
       const email = uniqueEmail('unverified');
-      await call(t, '/api/auth/sign-up/email', { body: { email, password: 'correct horse battery staple', name: 'U' } });
+      await call(t, '/api/auth/sign-up/email', {
+        body: { email, password: 'correct horse battery staple', name: 'U' },
+      });
       const deletedAt = new Date('2026-01-02T03:04:05.678Z');
-      await t.database.withOwner((owner) => owner.updateTable('users').set({ deleted_at: deletedAt }).where('email', '=', email).execute());
+      await t.database.withOwner((owner) =>
+        owner.updateTable('users').set({ deleted_at: deletedAt }).where('email', '=', email).execute(),
+      );
       const { body } = await listUsers(t, admin.jar);
-      expect(body.items.find((item) => item.email === email)).toMatchObject({ emailVerified: false, deletedAt: deletedAt.toISOString(), role: 'user' });
+      expect(body.items.find((item) => item.email === email)).toMatchObject({
+        emailVerified: false,
+        deletedAt: deletedAt.toISOString(),
+        role: 'user',
+      });
     });
 
     it('limit and cursor paginate without overlap or gaps, ties on createdAt broken by id', async () => {
@@ -142,11 +163,17 @@ describe('platform admin routes', () => {
       const sameInstant = new Date(Date.now() - 60_000);
       await t.database.withOwner(async (owner) => {
         for (let i = 0; i < 5; i++) {
-          await owner.insertInto('users').values({ name: `Tie ${i}`, email: uniqueEmail('tie'), created_at: sameInstant, updated_at: sameInstant }).execute();
+          await owner
+            .insertInto('users')
+            .values({ name: `Tie ${i}`, email: uniqueEmail('tie'), created_at: sameInstant, updated_at: sameInstant })
+            .execute();
         }
         for (let i = 0; i < 2; i++) {
           const at = new Date(sameInstant.getTime() - (i + 1) * 1000);
-          await owner.insertInto('users').values({ name: `Older ${i}`, email: uniqueEmail('older'), created_at: at, updated_at: at }).execute();
+          await owner
+            .insertInto('users')
+            .values({ name: `Older ${i}`, email: uniqueEmail('older'), created_at: at, updated_at: at })
+            .execute();
         }
       });
 
@@ -166,7 +193,11 @@ describe('platform admin routes', () => {
         let cursor: string | null = null;
         let pages = 0;
         do {
-          const { res, body } = await listUsers(t, admin.jar, `?limit=${limit}${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`);
+          const { res, body } = await listUsers(
+            t,
+            admin.jar,
+            `?limit=${limit}${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`,
+          );
           expect(res.status).toBe(200);
           expect(body.items.length).toBeLessThanOrEqual(limit);
           seen.push(...body.items.map((item) => item.id));
@@ -184,7 +215,17 @@ describe('platform admin routes', () => {
       expect(body.items).toHaveLength(Math.min(50, Number(total.n)));
     });
 
-    for (const query of ['?limit=0', '?limit=101', '?limit=-1', '?limit=abc', '?limit=1.5', '?cursor=garbage', `?cursor=${Buffer.from('{"createdAt":"x","id":"y"}').toString('base64url')}`, '?cursor=', '?unknown=1']) {
+    for (const query of [
+      '?limit=0',
+      '?limit=101',
+      '?limit=-1',
+      '?limit=abc',
+      '?limit=1.5',
+      '?cursor=garbage',
+      `?cursor=${Buffer.from('{"createdAt":"x","id":"y"}').toString('base64url')}`,
+      '?cursor=',
+      '?unknown=1',
+    ]) {
       it(`${query} → 400 VALIDATION_ERROR`, async () => {
         const res = await call(t, `/api/admin/users${query}`, { jar: admin.jar });
         expect(res.status).toBe(400);
@@ -194,11 +235,23 @@ describe('platform admin routes', () => {
 
     it('a cursor whose time is out of range (year 0, 300000, negative, NaN, past 9999 in UTC) → 400 VALIDATION_ERROR, never 500', async () => {
       const id = crypto.randomUUID();
-      const cursor = (createdAt: unknown) => encodeURIComponent(Buffer.from(JSON.stringify({ createdAt, id })).toString('base64url'));
-      for (const createdAt of ['0000-01-01T00:00:00Z', '+300000-01-01T00:00:00Z', '-000001-01-01T00:00:00Z', 'NaN', -1, '9999-12-31T23:00:00-05:00', `2024-01-01T00:00:00.${'9'.repeat(20)}Z`]) {
+      const cursor = (createdAt: unknown) =>
+        encodeURIComponent(Buffer.from(JSON.stringify({ createdAt, id })).toString('base64url'));
+      for (const createdAt of [
+        '0000-01-01T00:00:00Z',
+        '+300000-01-01T00:00:00Z',
+        '-000001-01-01T00:00:00Z',
+        'NaN',
+        -1,
+        '9999-12-31T23:00:00-05:00',
+        `2024-01-01T00:00:00.${'9'.repeat(20)}Z`,
+      ]) {
         const res = await call(t, `/api/admin/users?cursor=${cursor(createdAt)}`, { jar: admin.jar });
         expect(res.status, String(createdAt)).toBe(400);
-        expect(await res.json()).toMatchObject({ code: 'VALIDATION_ERROR', details: [{ path: 'cursor', message: expect.any(String) }] });
+        expect(await res.json()).toMatchObject({
+          code: 'VALIDATION_ERROR',
+          details: [{ path: 'cursor', message: expect.any(String) }],
+        });
       }
       const edge = await listUsers(t, admin.jar, `?limit=100&cursor=${cursor('9999-12-31T23:59:59.999999Z')}`);
       expect(edge.res.status).toBe(200);
@@ -259,7 +312,11 @@ describe('platform admin routes', () => {
     });
 
     it('the audit entry is invisible to the runtime role (row-level security), but written', async () => {
-      const visible = await t.db.selectFrom('audit_logs').select('id').where('action', '=', 'user.role_changed').execute();
+      const visible = await t.db
+        .selectFrom('audit_logs')
+        .select('id')
+        .where('action', '=', 'user.role_changed')
+        .execute();
       expect(visible).toEqual([]);
     });
 
@@ -289,7 +346,9 @@ describe('platform admin routes', () => {
 
     it('415 for a non-JSON body', async () => {
       const target = await signedInUser(t);
-      const res = await patch(superadmin.jar, target.id, 'role=admin', { 'content-type': 'application/x-www-form-urlencoded' });
+      const res = await patch(superadmin.jar, target.id, 'role=admin', {
+        'content-type': 'application/x-www-form-urlencoded',
+      });
       expect(res.status).toBe(415);
       expect(await res.json()).toMatchObject({ code: 'UNSUPPORTED_MEDIA_TYPE' });
     });
@@ -320,13 +379,18 @@ describe('the last superadmin (issue 14 item 9)', () => {
   });
   afterAll(() => t.close());
 
-  const patch = (jar: SignedInUser['jar'], id: string, role: string) => call(t, `/api/admin/users/${id}/role`, { method: 'PATCH', jar, body: { role } });
+  const patch = (jar: SignedInUser['jar'], id: string, role: string) =>
+    call(t, `/api/admin/users/${id}/role`, { method: 'PATCH', jar, body: { role } });
   const superadminIds = async () =>
-    (await t.db.selectFrom('users').select('id').where('role', '=', 'superadmin').execute()).map((row) => row.id).sort();
+    (await t.db.selectFrom('users').select('id').where('role', '=', 'superadmin').execute())
+      .map((row) => row.id)
+      .sort();
 
   /** A database with exactly these superadmins (earlier cases' ones demoted by the owner). */
   async function onlySuperadmins(count: number): Promise<SignedInUser[]> {
-    await t.database.withOwner((owner) => owner.updateTable('users').set({ role: 'user' }).where('role', '=', 'superadmin').execute());
+    await t.database.withOwner((owner) =>
+      owner.updateTable('users').set({ role: 'user' }).where('role', '=', 'superadmin').execute(),
+    );
     const users: SignedInUser[] = [];
     for (let i = 0; i < count; i++) {
       const user = await signedInUser(t);

@@ -1,10 +1,10 @@
 import { readFile } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { openPglite, type PgliteDatabase } from '../../src/db/open.js';
-import { migrateToLatest } from '../../src/db/migrate.js';
 import { hashKey } from '../../src/auth/api-key-material.js';
+import { migrateToLatest } from '../../src/db/migrate.js';
+import { openPglite, type PgliteDatabase } from '../../src/db/open.js';
 import { createTestApp, type TestApp } from '../support/app.js';
-import { call, mailsTo, type CookieJar } from '../support/http.js';
+import { type CookieJar, call, mailsTo } from '../support/http.js';
 import {
   asOwnerInTenant,
   auditRows,
@@ -12,10 +12,10 @@ import {
   createRole,
   expectStatus,
   newMember,
+  type RoleRecord,
   roleBySlug,
   setActive,
   storedRoles,
-  type RoleRecord,
   type TestOrganization,
 } from '../support/orgs.js';
 import { signedInUser } from '../support/users.js';
@@ -82,20 +82,35 @@ describe('API keys that authenticate (API_KEY_AUTH)', () => {
   });
 
   async function createKey(jar: CookieJar, scopes: string[], extra: Record<string, unknown> = {}): Promise<CreatedKey> {
-    return expectStatus<CreatedKey>(await call(t, '/api/api-keys', { body: { name: `key ${crypto.randomUUID().slice(0, 6)}`, scopes, ...extra }, jar }), 201);
+    return expectStatus<CreatedKey>(
+      await call(t, '/api/api-keys', {
+        body: { name: `key ${crypto.randomUUID().slice(0, 6)}`, scopes, ...extra },
+        jar,
+      }),
+      201,
+    );
   }
 
-  const withKey = (app: Pick<TestApp, 'app'>, key: string, path: string, options: { method?: string; body?: unknown; jar?: CookieJar } = {}) =>
-    call(app, path, { ...options, headers: bearer(key) });
+  const withKey = (
+    app: Pick<TestApp, 'app'>,
+    key: string,
+    path: string,
+    options: { method?: string; body?: unknown; jar?: CookieJar } = {},
+  ) => call(app, path, { ...options, headers: bearer(key) });
 
   async function listedKey(jar: CookieJar, id: string): Promise<ListedKey> {
-    const found = (await expectStatus<ListedKey[]>(await call(t, '/api/api-keys', { jar }), 200)).find((k) => k.id === id);
+    const found = (await expectStatus<ListedKey[]>(await call(t, '/api/api-keys', { jar }), 200)).find(
+      (k) => k.id === id,
+    );
     if (!found) throw new Error(`key ${id} is not listed`);
     return found;
   }
 
   async function changeRole(memberId: string, roleId: string): Promise<void> {
-    await expectStatus(await call(t, `/api/admin/members/${memberId}`, { method: 'PATCH', body: { roleId }, jar: org.owner.jar }), 200);
+    await expectStatus(
+      await call(t, `/api/admin/members/${memberId}`, { method: 'PATCH', body: { roleId }, jar: org.owner.jar }),
+      200,
+    );
   }
 
   describe('the switch', () => {
@@ -122,7 +137,11 @@ describe('API keys that authenticate (API_KEY_AUTH)', () => {
       await expectError(await withKey(t, created.key, '/api/members'), 403, 'INSUFFICIENT_PERMISSIONS');
       await expectError(await withKey(t, created.key, '/api/api-keys'), 403, 'INSUFFICIENT_PERMISSIONS');
       await expectError(await withKey(t, created.key, '/api/audit-logs'), 403, 'INSUFFICIENT_PERMISSIONS');
-      await expectError(await withKey(t, created.key, '/api/roles', { body: { name: 'Minted By Key', permissions: ['roles:read'] } }), 403, 'INSUFFICIENT_PERMISSIONS');
+      await expectError(
+        await withKey(t, created.key, '/api/roles', { body: { name: 'Minted By Key', permissions: ['roles:read'] } }),
+        403,
+        'INSUFFICIENT_PERMISSIONS',
+      );
       expect((await storedRoles(t, org.id)).map((r) => r.name)).not.toContain('Minted By Key');
     });
 
@@ -153,7 +172,10 @@ describe('API keys that authenticate (API_KEY_AUTH)', () => {
       await expectStatus(await withKey(t, created.key, '/api/roles'), 200);
       await expectStatus(await withKey(t, created.key, '/api/members'), 200);
 
-      const narrow = await createRole(t, org.owner, { name: `Members Only ${crypto.randomUUID().slice(0, 6)}`, permissions: ['members:read'] });
+      const narrow = await createRole(t, org.owner, {
+        name: `Members Only ${crypto.randomUUID().slice(0, 6)}`,
+        permissions: ['members:read'],
+      });
       await changeRole(creator.memberId, narrow.id);
       await expectError(await withKey(t, created.key, '/api/roles'), 403, 'INSUFFICIENT_PERMISSIONS');
       // Narrowed, not ended: the scope the creator still holds works.
@@ -167,11 +189,17 @@ describe('API keys that authenticate (API_KEY_AUTH)', () => {
       const creator = await newMember(t, org, 'admin');
       const created = await createKey(creator.jar, ['roles:read']);
       await expectStatus(await withKey(t, created.key, '/api/roles'), 200);
-      await expectStatus(await call(t, '/api/auth/organization/remove-member', { body: { memberIdOrEmail: creator.memberId, organizationId: org.id }, jar: org.owner.jar }), 200);
+      await expectStatus(
+        await call(t, '/api/auth/organization/remove-member', {
+          body: { memberIdOrEmail: creator.memberId, organizationId: org.id },
+          jar: org.owner.jar,
+        }),
+        200,
+      );
       await expectError(await withKey(t, created.key, '/api/roles'), 401, 'UNAUTHORIZED');
     });
 
-    it("a creator whose account is scheduled for deletion ends the key: 401", async () => {
+    it('a creator whose account is scheduled for deletion ends the key: 401', async () => {
       const creator = await newMember(t, org, 'admin');
       const created = await createKey(creator.jar, ['roles:read']);
       await expectStatus(await withKey(t, created.key, '/api/roles'), 200);
@@ -184,9 +212,14 @@ describe('API keys that authenticate (API_KEY_AUTH)', () => {
       const withoutScope = await createKey(creator.jar, ['roles:read']);
       const withScope = await createKey(creator.jar, ['roles:read', 'members:read']);
       // The creator loses members:read, then becomes superadmin.
-      const rolesOnly = await createRole(t, org.owner, { name: `Roles Only ${crypto.randomUUID().slice(0, 6)}`, permissions: ['roles:read'] });
+      const rolesOnly = await createRole(t, org.owner, {
+        name: `Roles Only ${crypto.randomUUID().slice(0, 6)}`,
+        permissions: ['roles:read'],
+      });
       await changeRole(creator.memberId, rolesOnly.id);
-      await t.database.withOwner((owner) => owner.updateTable('users').set({ role: 'superadmin' }).where('id', '=', creator.id).execute());
+      await t.database.withOwner((owner) =>
+        owner.updateTable('users').set({ role: 'superadmin' }).where('id', '=', creator.id).execute(),
+      );
 
       // The creator's session passes by the bypass…
       await expectStatus(await call(t, '/api/members', { jar: creator.jar }), 200);
@@ -202,22 +235,47 @@ describe('API keys that authenticate (API_KEY_AUTH)', () => {
       const creator = await newMember(t, org, 'admin');
       const roleWriter = await createKey(creator.jar, ['roles:read', 'roles:write']);
       const memberWriter = await createKey(creator.jar, ['members:read', 'members:write']);
-      await t.database.withOwner((owner) => owner.updateTable('users').set({ role: 'superadmin' }).where('id', '=', creator.id).execute());
+      await t.database.withOwner((owner) =>
+        owner.updateTable('users').set({ role: 'superadmin' }).where('id', '=', creator.id).execute(),
+      );
       const name = `Escalated ${crypto.randomUUID().slice(0, 6)}`;
 
-      await expectError(await withKey(t, roleWriter.key, '/api/roles', { body: { name, permissions: ['organizations:delete'] } }), 403, 'INSUFFICIENT_PERMISSIONS');
+      await expectError(
+        await withKey(t, roleWriter.key, '/api/roles', { body: { name, permissions: ['organizations:delete'] } }),
+        403,
+        'INSUFFICIENT_PERMISSIONS',
+      );
       expect((await storedRoles(t, org.id)).map((r) => r.name)).not.toContain(name);
       // Within its scopes it still works.
-      await expectStatus(await withKey(t, roleWriter.key, '/api/roles', { body: { name, permissions: ['roles:read'] } }), 201);
+      await expectStatus(
+        await withKey(t, roleWriter.key, '/api/roles', { body: { name, permissions: ['roles:read'] } }),
+        201,
+      );
 
       const target = await newMember(t, org, 'viewer');
       const ownerRole = await roleBySlug(t, org.owner, 'owner');
-      await expectError(await withKey(t, memberWriter.key, `/api/admin/members/${target.memberId}`, { method: 'PATCH', body: { roleId: ownerRole.id } }), 403, 'INSUFFICIENT_PERMISSIONS');
-      const members = await expectStatus<{ id: string; roleSlug: string | null }[]>(await call(t, '/api/members', { jar: org.owner.jar }), 200);
+      await expectError(
+        await withKey(t, memberWriter.key, `/api/admin/members/${target.memberId}`, {
+          method: 'PATCH',
+          body: { roleId: ownerRole.id },
+        }),
+        403,
+        'INSUFFICIENT_PERMISSIONS',
+      );
+      const members = await expectStatus<{ id: string; roleSlug: string | null }[]>(
+        await call(t, '/api/members', { jar: org.owner.jar }),
+        200,
+      );
       expect(members.find((m) => m.id === target.memberId)?.roleSlug).toBe('viewer');
 
       // The creator's own session keeps the superadmin's powers (the bypass is the session's, not the key's).
-      await expectStatus(await call(t, '/api/roles', { body: { name: `${name} by session`, permissions: ['organizations:delete'] }, jar: creator.jar }), 201);
+      await expectStatus(
+        await call(t, '/api/roles', {
+          body: { name: `${name} by session`, permissions: ['organizations:delete'] },
+          jar: creator.jar,
+        }),
+        201,
+      );
     });
   });
 
@@ -243,7 +301,13 @@ describe('API keys that authenticate (API_KEY_AUTH)', () => {
       const created = await createKey(org.owner.jar, ['roles:read']);
       await expectStatus(await withKey(t, created.key, '/api/roles'), 200);
       const otherSalt = 'f'.repeat(32);
-      await asOwnerInTenant(t, org.id, (trx) => trx.updateTable('api_keys').set({ key_hash: hashKey(created.key, otherSalt) }).where('id', '=', created.id).execute());
+      await asOwnerInTenant(t, org.id, (trx) =>
+        trx
+          .updateTable('api_keys')
+          .set({ key_hash: hashKey(created.key, otherSalt) })
+          .where('id', '=', created.id)
+          .execute(),
+      );
       await expectError(await withKey(t, created.key, '/api/roles'), 401, 'UNAUTHORIZED');
     });
 
@@ -287,7 +351,11 @@ describe('API keys that authenticate (API_KEY_AUTH)', () => {
     }
 
     it('the counter sees statements: a well-formed unknown key costs exactly one (the lookup by digest)', async () => {
-      expect(await statementsFor(`Bearer ${unknownKey()}`)).toEqual({ status: 401, code: 'UNAUTHORIZED', statements: 1 });
+      expect(await statementsFor(`Bearer ${unknownKey()}`)).toEqual({
+        status: 401,
+        code: 'UNAUTHORIZED',
+        statements: 1,
+      });
     });
 
     const good = 'Ab3'.repeat(11).slice(0, 32);
@@ -307,7 +375,10 @@ describe('API keys that authenticate (API_KEY_AUTH)', () => {
     it('lastUsedAt costs one write a minute, not one per request', async () => {
       const owner = await signedInUser(ct);
       await createOrganization(ct, owner);
-      const created = await expectStatus<CreatedKey>(await call(ct, '/api/api-keys', { body: { name: 'counted', scopes: ['roles:read'] }, jar: owner.jar }), 201);
+      const created = await expectStatus<CreatedKey>(
+        await call(ct, '/api/api-keys', { body: { name: 'counted', scopes: ['roles:read'] }, jar: owner.jar }),
+        201,
+      );
       // PGlite has one connection and its pool queues in order: once a later
       // request has read the database, a write started before it has run.
       const settle = async () => expectStatus(await call(ct, '/api/roles', { jar: owner.jar }), 200);
@@ -343,7 +414,9 @@ describe('API keys that authenticate (API_KEY_AUTH)', () => {
     let created: CreatedKey;
     beforeAll(async () => {
       // Every scope the Owner holds: the refusals below are the routes', not the scopes'.
-      const perms = (await expectStatus<{ permissions: string[] }>(await call(t, '/api/session', { jar: org.owner.jar }), 200)).permissions;
+      const perms = (
+        await expectStatus<{ permissions: string[] }>(await call(t, '/api/session', { jar: org.owner.jar }), 200)
+      ).permissions;
       created = await createKey(org.owner.jar, perms);
       await expectStatus(await withKey(t, created.key, '/api/roles'), 200);
     });
@@ -368,7 +441,9 @@ describe('API keys that authenticate (API_KEY_AUTH)', () => {
       const narrow = await createKey(org.owner.jar, ['roles:read']);
       const invitee = `invitee-${crypto.randomUUID().slice(0, 8)}@example.test`;
       for (const key of [narrow.key, created.key]) {
-        const response = await withKey(t, key, '/api/auth/organization/invite-member', { body: { email: invitee, role: 'member', organizationId: org.id } });
+        const response = await withKey(t, key, '/api/auth/organization/invite-member', {
+          body: { email: invitee, role: 'member', organizationId: org.id },
+        });
         expect(response.status, await response.clone().text()).toBe(401);
       }
       expect(mailsTo(t, invitee)).toEqual([]);
@@ -386,14 +461,21 @@ describe('API keys that authenticate (API_KEY_AUTH)', () => {
     });
 
     it('the account was not scheduled for deletion by the refused key', async () => {
-      const me = await expectStatus<{ deletedAt: string | null }>(await call(t, '/api/users/me', { jar: org.owner.jar }), 200);
+      const me = await expectStatus<{ deletedAt: string | null }>(
+        await call(t, '/api/users/me', { jar: org.owner.jar }),
+        200,
+      );
       expect(me.deletedAt).toBeNull();
     });
 
     it('no key mints keys: POST /api/api-keys with api_keys:write is 401, and nothing is created', async () => {
       expect(created.scopes).toContain('api_keys:write');
       const before = await expectStatus<ListedKey[]>(await call(t, '/api/api-keys', { jar: org.owner.jar }), 200);
-      await expectError(await withKey(t, created.key, '/api/api-keys', { body: { name: 'minted', scopes: ['roles:read'] } }), 401, 'UNAUTHORIZED');
+      await expectError(
+        await withKey(t, created.key, '/api/api-keys', { body: { name: 'minted', scopes: ['roles:read'] } }),
+        401,
+        'UNAUTHORIZED',
+      );
       const after = await expectStatus<ListedKey[]>(await call(t, '/api/api-keys', { jar: org.owner.jar }), 200);
       expect(after.map((k) => k.id).sort()).toEqual(before.map((k) => k.id).sort());
       // Listing with the key is a permission route it may read.
@@ -402,7 +484,9 @@ describe('API keys that authenticate (API_KEY_AUTH)', () => {
 
     it('GET /api/session answers null for a key', async () => {
       expect(await expectStatus(await withKey(t, created.key, '/api/session'), 200)).toBeNull();
-      expect(await expectStatus<{ user: { id: string } }>(await call(t, '/api/session', { jar: org.owner.jar }), 200)).toMatchObject({ user: { id: org.owner.id } });
+      expect(
+        await expectStatus<{ user: { id: string } }>(await call(t, '/api/session', { jar: org.owner.jar }), 200),
+      ).toMatchObject({ user: { id: org.owner.id } });
     });
   });
 
@@ -471,7 +555,8 @@ describe('API keys that authenticate (API_KEY_AUTH)', () => {
       t.clock.advance(30_000);
       await expectStatus(await withKey(t, created.key, '/api/roles'), 200);
       await expectStatus(await withKey(t, created.key, '/api/roles'), 200);
-      for (let read = 0; read < 5; read += 1) expect((await listedKey(org.owner.jar, created.id)).lastUsedAt).toBe(firstUse);
+      for (let read = 0; read < 5; read += 1)
+        expect((await listedKey(org.owner.jar, created.id)).lastUsedAt).toBe(firstUse);
 
       // Over a minute after the recorded use: it moves to this use.
       t.clock.advance(31_000);

@@ -2,7 +2,7 @@ import { createHash, createHmac } from 'node:crypto';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestApp, type TestApp } from '../support/app.js';
-import { call, type CookieJar } from '../support/http.js';
+import { type CookieJar, call } from '../support/http.js';
 import {
   addMember,
   asOwnerInTenant,
@@ -12,9 +12,9 @@ import {
   expectStatus,
   newMember,
   setActive,
-  UUID_V4,
   type TestMember,
   type TestOrganization,
+  UUID_V4,
 } from '../support/orgs.js';
 import { signedInUser } from '../support/users.js';
 
@@ -27,7 +27,18 @@ const KEY = /^sk_live_[0-9A-Za-z]{32}$/;
 const ANY_KEY = /sk_live_[0-9A-Za-z]{32}/;
 const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 const CREATED_FIELDS = ['createdAt', 'createdBy', 'expiresAt', 'id', 'key', 'keyPrefix', 'lastFour', 'name', 'scopes'];
-const LISTED_FIELDS = ['createdAt', 'createdBy', 'expiresAt', 'id', 'keyPrefix', 'lastFour', 'lastUsedAt', 'name', 'revokedAt', 'scopes'];
+const LISTED_FIELDS = [
+  'createdAt',
+  'createdBy',
+  'expiresAt',
+  'id',
+  'keyPrefix',
+  'lastFour',
+  'lastUsedAt',
+  'name',
+  'revokedAt',
+  'scopes',
+];
 
 interface CreatedKey {
   id: string;
@@ -92,7 +103,10 @@ describe('API keys', () => {
   const revoke = (jar: CookieJar, id: string) => call(t, `/api/api-keys/${id}`, { method: 'DELETE', jar });
 
   async function createOk(jar: CookieJar, body: Record<string, unknown> = {}): Promise<CreatedKey> {
-    return expectStatus<CreatedKey>(await create(jar, { name: `key ${crypto.randomUUID().slice(0, 6)}`, scopes: ['roles:read'], ...body }), 201);
+    return expectStatus<CreatedKey>(
+      await create(jar, { name: `key ${crypto.randomUUID().slice(0, 6)}`, scopes: ['roles:read'], ...body }),
+      201,
+    );
   }
 
   async function expectError(response: Response, status: number, code: string): Promise<ErrorBody> {
@@ -102,7 +116,17 @@ describe('API keys', () => {
   }
 
   function storedKeys(tenantId: string): Promise<StoredKey[]> {
-    return asOwnerInTenant(t, tenantId, (trx) => trx.selectFrom('api_keys').selectAll().where('tenant_id', '=', tenantId).orderBy('created_at').execute() as Promise<StoredKey[]>);
+    return asOwnerInTenant(
+      t,
+      tenantId,
+      (trx) =>
+        trx
+          .selectFrom('api_keys')
+          .selectAll()
+          .where('tenant_id', '=', tenantId)
+          .orderBy('created_at')
+          .execute() as Promise<StoredKey[]>,
+    );
   }
 
   async function storedKey(tenantId: string, id: string): Promise<StoredKey> {
@@ -131,7 +155,15 @@ describe('API keys', () => {
       expect(body.createdAt).toMatch(ISO);
 
       const stored = await storedKey(org.id, body.id);
-      expect(stored).toMatchObject({ tenant_id: org.id, created_by: org.owner.id, name: 'Deploy bot', key_prefix: 'sk_live_', last_four: body.lastFour, revoked_at: null, last_used_at: null });
+      expect(stored).toMatchObject({
+        tenant_id: org.id,
+        created_by: org.owner.id,
+        name: 'Deploy bot',
+        key_prefix: 'sk_live_',
+        last_four: body.lastFour,
+        revoked_at: null,
+        last_used_at: null,
+      });
       expect(new Date(stored.created_at).toISOString()).toBe(body.createdAt);
     });
 
@@ -147,7 +179,9 @@ describe('API keys', () => {
       for (const created of [first, second]) {
         const row = await storedKey(org.id, created.id);
         // No column holds the key, or its random part, in any form the row renders to.
-        const { rows } = await asOwnerInTenant(t, org.id, (trx) => sql<{ text: string }>`select k::text as text from api_keys k where k.id = ${created.id}`.execute(trx));
+        const { rows } = await asOwnerInTenant(t, org.id, (trx) =>
+          sql<{ text: string }>`select k::text as text from api_keys k where k.id = ${created.id}`.execute(trx),
+        );
         expect(rows).toHaveLength(1);
         const rendered = [rows[0]!.text, JSON.stringify(row), ...Object.values(row).map((v) => String(v))];
         for (const text of rendered) {
@@ -166,7 +200,11 @@ describe('API keys', () => {
       expect(a.key_hash).not.toBe(b.key_hash);
       expect(a.lookup_digest).not.toBe(b.lookup_digest);
       const digests = await asOwnerInTenant(t, org.id, (trx) =>
-        trx.selectFrom('api_keys').select(['lookup_digest']).where('lookup_digest', 'in', [a.lookup_digest, b.lookup_digest]).execute(),
+        trx
+          .selectFrom('api_keys')
+          .select(['lookup_digest'])
+          .where('lookup_digest', 'in', [a.lookup_digest, b.lookup_digest])
+          .execute(),
       );
       expect(digests).toHaveLength(2);
     });
@@ -174,7 +212,10 @@ describe('API keys', () => {
     it('sorts and keeps the scopes, and stores an expiry given with an offset in UTC', async () => {
       const expiresAt = new Date(t.clock().getTime() + 86_400_000);
       const offset = `${new Date(expiresAt.getTime() + 2 * 3_600_000).toISOString().slice(0, 19)}+02:00`;
-      const created = await createOk(org.owner.jar, { scopes: ['roles:read', 'api_keys:read', 'members:read'], expiresAt: offset });
+      const created = await createOk(org.owner.jar, {
+        scopes: ['roles:read', 'api_keys:read', 'members:read'],
+        expiresAt: offset,
+      });
       expect(created.scopes).toEqual(['api_keys:read', 'members:read', 'roles:read']);
       expect(created.expiresAt).toBe(new Date(Math.floor(expiresAt.getTime() / 1000) * 1000).toISOString());
       const row = await storedKey(org.id, created.id);
@@ -194,7 +235,9 @@ describe('API keys', () => {
     it('trims the name and takes 1..100 characters as sent', async () => {
       expect((await createOk(org.owner.jar, { name: '  spaced  ' })).name).toBe('spaced');
       expect((await createOk(org.owner.jar, { name: 'n'.repeat(100) })).name).toBe('n'.repeat(100));
-      expect((await createOk(org.owner.jar, { name: '\u00a0Clé 日本 👩\u200d💻\u3000' })).name).toBe('Clé 日本 👩\u200d💻');
+      expect((await createOk(org.owner.jar, { name: '\u00a0Clé 日本 👩\u200d💻\u3000' })).name).toBe(
+        'Clé 日本 👩\u200d💻',
+      );
       // The length counts what was sent (the document's maxLength), blanks included.
       for (const name of ['', '   ', '\u3000', 'n'.repeat(101), ` ${'n'.repeat(100)}`, 42, null]) {
         await expectError(await create(org.owner.jar, { name, scopes: ['roles:read'] }), 400, 'VALIDATION_ERROR');
@@ -204,9 +247,28 @@ describe('API keys', () => {
 
     it('refuses control characters and line breaks anywhere in the name, and stores nothing', async () => {
       const before = (await storedKeys(org.id)).length;
-      for (const name of ['line\nbreak', 'carriage\rreturn', 'tab\there', '\tleading tab', 'trailing newline\n', 'nul\u0000', 'escape\u001b[31m', 'del\u007f', 'c1\u0085', 'sep\u2028', 'para\u2029']) {
-        const body = await expectError(await create(org.owner.jar, { name, scopes: ['roles:read'] }), 400, 'VALIDATION_ERROR');
-        expect(body.details?.map((d) => d.path), JSON.stringify(name)).toContain('name');
+      for (const name of [
+        'line\nbreak',
+        'carriage\rreturn',
+        'tab\there',
+        '\tleading tab',
+        'trailing newline\n',
+        'nul\u0000',
+        'escape\u001b[31m',
+        'del\u007f',
+        'c1\u0085',
+        'sep\u2028',
+        'para\u2029',
+      ]) {
+        const body = await expectError(
+          await create(org.owner.jar, { name, scopes: ['roles:read'] }),
+          400,
+          'VALIDATION_ERROR',
+        );
+        expect(
+          body.details?.map((d) => d.path),
+          JSON.stringify(name),
+        ).toContain('name');
       }
       expect((await storedKeys(org.id)).length).toBe(before);
     });
@@ -223,25 +285,61 @@ describe('API keys', () => {
 
     it('rejects scopes that are not <resource>:<action> (400 VALIDATION_ERROR, path scopes.N)', async () => {
       await expectNothingWritten(async () => {
-        for (const scope of ['roles:fly', 'x', 'ROLES:READ', 'roles:read ', 'roles', ':read', 'roles:read:write', 'billing:read', '*', '']) {
-          const body = await expectError(await create(org.owner.jar, { name: 'bad', scopes: ['members:read', scope] }), 400, 'VALIDATION_ERROR');
-          expect(body.details?.some((d) => d.path === 'scopes.1'), JSON.stringify(body)).toBe(true);
+        for (const scope of [
+          'roles:fly',
+          'x',
+          'ROLES:READ',
+          'roles:read ',
+          'roles',
+          ':read',
+          'roles:read:write',
+          'billing:read',
+          '*',
+          '',
+        ]) {
+          const body = await expectError(
+            await create(org.owner.jar, { name: 'bad', scopes: ['members:read', scope] }),
+            400,
+            'VALIDATION_ERROR',
+          );
+          expect(
+            body.details?.some((d) => d.path === 'scopes.1'),
+            JSON.stringify(body),
+          ).toBe(true);
         }
         // Well-formed but not a permission that exists (api_keys has read and write only).
-        await expectError(await create(org.owner.jar, { name: 'bad', scopes: ['api_keys:delete'] }), 400, 'VALIDATION_ERROR');
+        await expectError(
+          await create(org.owner.jar, { name: 'bad', scopes: ['api_keys:delete'] }),
+          400,
+          'VALIDATION_ERROR',
+        );
       });
     });
 
     it('rejects duplicate, empty, missing, non-array and more than 17 scopes', async () => {
       await expectNothingWritten(async () => {
-        await expectError(await create(org.owner.jar, { name: 'dup', scopes: ['roles:read', 'roles:read'] }), 400, 'VALIDATION_ERROR');
+        await expectError(
+          await create(org.owner.jar, { name: 'dup', scopes: ['roles:read', 'roles:read'] }),
+          400,
+          'VALIDATION_ERROR',
+        );
         await expectError(await create(org.owner.jar, { name: 'empty', scopes: [] }), 400, 'VALIDATION_ERROR');
         await expectError(await create(org.owner.jar, { name: 'none' }), 400, 'VALIDATION_ERROR');
-        await expectError(await create(org.owner.jar, { name: 'string', scopes: 'roles:read' }), 400, 'VALIDATION_ERROR');
+        await expectError(
+          await create(org.owner.jar, { name: 'string', scopes: 'roles:read' }),
+          400,
+          'VALIDATION_ERROR',
+        );
         // 18 distinct well-formed strings: every permission plus api_keys:delete.
-        const eighteen = ['users', 'organizations', 'members', 'invitations', 'roles', 'api_keys'].flatMap((r) => ['read', 'write', 'delete'].map((a) => `${r}:${a}`));
+        const eighteen = ['users', 'organizations', 'members', 'invitations', 'roles', 'api_keys'].flatMap((r) =>
+          ['read', 'write', 'delete'].map((a) => `${r}:${a}`),
+        );
         expect(new Set(eighteen).size).toBe(18);
-        const body = await expectError(await create(org.owner.jar, { name: 'many', scopes: eighteen }), 400, 'VALIDATION_ERROR');
+        const body = await expectError(
+          await create(org.owner.jar, { name: 'many', scopes: eighteen }),
+          400,
+          'VALIDATION_ERROR',
+        );
         expect(body.details?.some((d) => d.path === 'scopes')).toBe(true);
       });
     });
@@ -258,7 +356,11 @@ describe('API keys', () => {
           { id: crypto.randomUUID() },
         ];
         for (const extra of extras) {
-          await expectError(await create(org.owner.jar, { name: 'extra', scopes: ['roles:read'], ...extra }), 400, 'VALIDATION_ERROR');
+          await expectError(
+            await create(org.owner.jar, { name: 'extra', scopes: ['roles:read'], ...extra }),
+            400,
+            'VALIDATION_ERROR',
+          );
         }
       });
       // Nor did anything land in the organization the body named.
@@ -268,8 +370,20 @@ describe('API keys', () => {
     it('rejects an expiry in the past, at this instant, or not an ISO timestamp', async () => {
       await expectNothingWritten(async () => {
         const now = t.clock().getTime();
-        for (const expiresAt of [new Date(now - 1000).toISOString(), new Date(now).toISOString(), '2020-01-01T00:00:00Z', 'tomorrow', '2099-13-01T00:00:00Z', 1893456000000, '']) {
-          await expectError(await create(org.owner.jar, { name: 'exp', scopes: ['roles:read'], expiresAt }), 400, 'VALIDATION_ERROR');
+        for (const expiresAt of [
+          new Date(now - 1000).toISOString(),
+          new Date(now).toISOString(),
+          '2020-01-01T00:00:00Z',
+          'tomorrow',
+          '2099-13-01T00:00:00Z',
+          1893456000000,
+          '',
+        ]) {
+          await expectError(
+            await create(org.owner.jar, { name: 'exp', scopes: ['roles:read'], expiresAt }),
+            400,
+            'VALIDATION_ERROR',
+          );
         }
       });
     });
@@ -296,8 +410,15 @@ describe('API keys', () => {
           '2030-01-01',
           '2030-01-01T00:00Z',
         ]) {
-          const body = await expectError(await create(org.owner.jar, { name: 'exp', scopes: ['roles:read'], expiresAt }), 400, 'VALIDATION_ERROR');
-          expect(body.details?.map((d) => d.path), expiresAt).toContain('expiresAt');
+          const body = await expectError(
+            await create(org.owner.jar, { name: 'exp', scopes: ['roles:read'], expiresAt }),
+            400,
+            'VALIDATION_ERROR',
+          );
+          expect(
+            body.details?.map((d) => d.path),
+            expiresAt,
+          ).toContain('expiresAt');
           expect(JSON.stringify(body), expiresAt).not.toContain('+010000');
         }
       });
@@ -326,9 +447,17 @@ describe('API keys', () => {
     it('rejects malformed JSON (400) and a non-JSON body (415)', async () => {
       await expectNothingWritten(async () => {
         await expectError(await create(org.owner.jar, '{"name":'), 400, 'VALIDATION_ERROR');
-        await expectError(await create(org.owner.jar, [{ name: 'array', scopes: ['roles:read'] }]), 400, 'VALIDATION_ERROR');
         await expectError(
-          await call(t, '/api/api-keys', { body: 'name=x', jar: org.owner.jar, headers: { 'content-type': 'application/x-www-form-urlencoded' } }),
+          await create(org.owner.jar, [{ name: 'array', scopes: ['roles:read'] }]),
+          400,
+          'VALIDATION_ERROR',
+        );
+        await expectError(
+          await call(t, '/api/api-keys', {
+            body: 'name=x',
+            jar: org.owner.jar,
+            headers: { 'content-type': 'application/x-www-form-urlencoded' },
+          }),
           415,
           'UNSUPPORTED_MEDIA_TYPE',
         );
@@ -338,18 +467,30 @@ describe('API keys', () => {
     it('refuses scopes the caller does not hold: 403 INSUFFICIENT_PERMISSIONS naming them', async () => {
       // keymaker's role is api_keys:write + roles:read.
       await expectNothingWritten(async () => {
-        const body = await expectError(await create(keymaker.jar, { name: 'too much', scopes: ['roles:read', 'members:write'] }), 403, 'INSUFFICIENT_PERMISSIONS');
+        const body = await expectError(
+          await create(keymaker.jar, { name: 'too much', scopes: ['roles:read', 'members:write'] }),
+          403,
+          'INSUFFICIENT_PERMISSIONS',
+        );
         expect(body.message).toBe('Insufficient permissions');
         const named = JSON.stringify(body.details);
         expect(named).toContain('members:write');
         expect(named).not.toContain('roles:read');
 
-        const several = await expectError(await create(keymaker.jar, { name: 'too much', scopes: ['users:delete', 'api_keys:read', 'roles:read'] }), 403, 'INSUFFICIENT_PERMISSIONS');
+        const several = await expectError(
+          await create(keymaker.jar, { name: 'too much', scopes: ['users:delete', 'api_keys:read', 'roles:read'] }),
+          403,
+          'INSUFFICIENT_PERMISSIONS',
+        );
         expect(JSON.stringify(several.details)).toContain('users:delete');
         expect(JSON.stringify(several.details)).toContain('api_keys:read');
 
         // An Admin lacks organizations:delete and users:delete.
-        const adminBody = await expectError(await create(admin.jar, { name: 'admin', scopes: ['organizations:delete'] }), 403, 'INSUFFICIENT_PERMISSIONS');
+        const adminBody = await expectError(
+          await create(admin.jar, { name: 'admin', scopes: ['organizations:delete'] }),
+          403,
+          'INSUFFICIENT_PERMISSIONS',
+        );
         expect(JSON.stringify(adminBody.details)).toContain('organizations:delete');
       });
       // Within its own permissions keymaker may create.
@@ -360,14 +501,26 @@ describe('API keys', () => {
 
     it('requires api_keys:write (Member: 403) and a session (401)', async () => {
       await expectNothingWritten(async () => {
-        await expectError(await create(member.jar, { name: 'member', scopes: ['roles:read'] }), 403, 'INSUFFICIENT_PERMISSIONS');
-        await expectError(await call(t, '/api/api-keys', { body: { name: 'anon', scopes: ['roles:read'] } }), 401, 'UNAUTHORIZED');
+        await expectError(
+          await create(member.jar, { name: 'member', scopes: ['roles:read'] }),
+          403,
+          'INSUFFICIENT_PERMISSIONS',
+        );
+        await expectError(
+          await call(t, '/api/api-keys', { body: { name: 'anon', scopes: ['roles:read'] } }),
+          401,
+          'UNAUTHORIZED',
+        );
       });
     });
 
     it('requires an active organization (403 NO_ACTIVE_ORGANIZATION)', async () => {
       const loner = await signedInUser(t);
-      const body = await expectError(await create(loner.jar, { name: 'loner', scopes: ['roles:read'] }), 403, 'NO_ACTIVE_ORGANIZATION');
+      const body = await expectError(
+        await create(loner.jar, { name: 'loner', scopes: ['roles:read'] }),
+        403,
+        'NO_ACTIVE_ORGANIZATION',
+      );
       expect(body.message).toBe('No active organization');
       await expectError(await list(loner.jar), 403, 'NO_ACTIVE_ORGANIZATION');
     });
@@ -387,7 +540,8 @@ describe('API keys', () => {
       const text = await response.clone().text();
       const keys = await expectStatus<ListedKey[]>(response, 200);
       for (const key of keys) expect(Object.keys(key).sort()).toEqual(LISTED_FIELDS);
-      for (const secret of [created.key, stored.key_hash, stored.key_salt, stored.lookup_digest]) expect(text).not.toContain(secret);
+      for (const secret of [created.key, stored.key_hash, stored.key_salt, stored.lookup_digest])
+        expect(text).not.toContain(secret);
       expect(text).not.toMatch(ANY_KEY);
       const { key: _key, ...rest } = created;
       expect(keys.find((k) => k.id === created.id)).toEqual({ ...rest, revokedAt: null, lastUsedAt: null });
@@ -419,7 +573,10 @@ describe('API keys', () => {
   describe('revocation', () => {
     it('answers { id, revoked: true, revokedAt }, the same again, with one audit entry', async () => {
       const created = await createOk(org.owner.jar);
-      const first = await expectStatus<{ id: string; revoked: boolean; revokedAt: string }>(await revoke(org.owner.jar, created.id), 200);
+      const first = await expectStatus<{ id: string; revoked: boolean; revokedAt: string }>(
+        await revoke(org.owner.jar, created.id),
+        200,
+      );
       expect(Object.keys(first).sort()).toEqual(['id', 'revoked', 'revokedAt']);
       expect(first).toMatchObject({ id: created.id, revoked: true });
       expect(first.revokedAt).toMatch(ISO);
@@ -427,7 +584,9 @@ describe('API keys', () => {
       for (const jar of [org.owner.jar, admin.jar, keymaker.jar]) {
         expect(await expectStatus(await revoke(jar, created.id), 200)).toEqual(first);
       }
-      const revokedEntries = (await auditRows(t, org.id, 'api_key.revoked')).filter((r) => r.metadata.keyId === created.id);
+      const revokedEntries = (await auditRows(t, org.id, 'api_key.revoked')).filter(
+        (r) => r.metadata.keyId === created.id,
+      );
       expect(revokedEntries).toHaveLength(1);
       expect(revokedEntries[0]!.actor_id).toBe(org.owner.id);
 
@@ -442,8 +601,12 @@ describe('API keys', () => {
       expect(JSON.stringify(body)).not.toContain(other.id);
       expect((await storedKey(other.id, foreign.id)).revoked_at).toBeNull();
       expect((await listed(other.owner.jar)).find((k) => k.id === foreign.id)?.revokedAt).toBeNull();
-      expect((await auditRows(t, other.id, 'api_key.revoked')).filter((r) => r.metadata.keyId === foreign.id)).toEqual([]);
-      expect((await auditRows(t, org.id, 'api_key.revoked')).filter((r) => r.metadata.keyId === foreign.id)).toEqual([]);
+      expect((await auditRows(t, other.id, 'api_key.revoked')).filter((r) => r.metadata.keyId === foreign.id)).toEqual(
+        [],
+      );
+      expect((await auditRows(t, org.id, 'api_key.revoked')).filter((r) => r.metadata.keyId === foreign.id)).toEqual(
+        [],
+      );
       // Its own organization can still revoke it.
       await expectStatus(await revoke(other.owner.jar, foreign.id), 200);
     });
@@ -460,7 +623,9 @@ describe('API keys', () => {
       await expectError(await revoke(member.jar, created.id), 403, 'INSUFFICIENT_PERMISSIONS');
       await expectError(await call(t, `/api/api-keys/${created.id}`, { method: 'DELETE' }), 401, 'UNAUTHORIZED');
       expect((await storedKey(org.id, created.id)).revoked_at).toBeNull();
-      expect((await auditRows(t, org.id, 'api_key.revoked')).filter((r) => r.metadata.keyId === created.id)).toEqual([]);
+      expect((await auditRows(t, org.id, 'api_key.revoked')).filter((r) => r.metadata.keyId === created.id)).toEqual(
+        [],
+      );
     });
   });
 
@@ -472,8 +637,12 @@ describe('API keys', () => {
       const stored = await storedKey(org.id, created.id);
       const metadata = { keyId: created.id, name: 'audited', scopes: ['members:read', 'roles:read'], expiresAt };
 
-      const createdEntries = (await auditRows(t, org.id, 'api_key.created')).filter((r) => r.metadata.keyId === created.id);
-      const revokedEntries = (await auditRows(t, org.id, 'api_key.revoked')).filter((r) => r.metadata.keyId === created.id);
+      const createdEntries = (await auditRows(t, org.id, 'api_key.created')).filter(
+        (r) => r.metadata.keyId === created.id,
+      );
+      const revokedEntries = (await auditRows(t, org.id, 'api_key.revoked')).filter(
+        (r) => r.metadata.keyId === created.id,
+      );
       expect(createdEntries).toHaveLength(1);
       expect(revokedEntries).toHaveLength(1);
       expect(createdEntries[0]).toMatchObject({ action: 'api_key.created', actor_id: admin.id, tenant_id: org.id });
@@ -482,14 +651,14 @@ describe('API keys', () => {
       expect(revokedEntries[0]!.metadata).toEqual(metadata);
       for (const entry of [...createdEntries, ...revokedEntries]) {
         const text = JSON.stringify(entry);
-        for (const secret of [created.key, stored.key_hash, stored.key_salt, stored.lookup_digest]) expect(text).not.toContain(secret);
+        for (const secret of [created.key, stored.key_hash, stored.key_salt, stored.lookup_digest])
+          expect(text).not.toContain(secret);
       }
 
       // The same entries through the API (organizations:read).
-      const { items } = await expectStatus<{ items: { action: string; actorId: string; organizationId: string; metadata: unknown }[] }>(
-        await call(t, '/api/audit-logs?limit=100', { jar: member.jar }),
-        200,
-      );
+      const { items } = await expectStatus<{
+        items: { action: string; actorId: string; organizationId: string; metadata: unknown }[];
+      }>(await call(t, '/api/audit-logs?limit=100', { jar: member.jar }), 200);
       const mine = items.filter((i) => (i.metadata as { keyId?: string }).keyId === created.id);
       expect(mine.map((i) => [i.action, i.actorId, i.organizationId, i.metadata])).toEqual([
         ['api_key.revoked', keymaker.id, org.id, metadata],
@@ -530,8 +699,16 @@ describe('API keys', () => {
       const created = await createOk(org.owner.jar, { scopes: ['api_keys:read', 'api_keys:write'] });
       const bearer = { authorization: `Bearer ${created.key}` };
       await expectError(await call(t, '/api/api-keys', { headers: bearer }), 401, 'UNAUTHORIZED');
-      await expectError(await call(t, '/api/api-keys', { headers: bearer, body: { name: 'via key', scopes: ['roles:read'] } }), 401, 'UNAUTHORIZED');
-      await expectError(await call(t, `/api/api-keys/${created.id}`, { method: 'DELETE', headers: bearer }), 401, 'UNAUTHORIZED');
+      await expectError(
+        await call(t, '/api/api-keys', { headers: bearer, body: { name: 'via key', scopes: ['roles:read'] } }),
+        401,
+        'UNAUTHORIZED',
+      );
+      await expectError(
+        await call(t, `/api/api-keys/${created.id}`, { method: 'DELETE', headers: bearer }),
+        401,
+        'UNAUTHORIZED',
+      );
       await expectError(await call(t, '/api/audit-logs', { headers: bearer }), 401, 'UNAUTHORIZED');
       expect(await expectStatus(await call(t, '/api/session', { headers: bearer }), 200)).toBeNull();
       const row = await storedKey(org.id, created.id);
@@ -552,17 +729,32 @@ describe('API keys', () => {
       expect(revokedBefore).toBe(1);
 
       // An Admin lacks organizations:delete: refused, nothing revoked.
-      await expectError(await call(t, '/api/auth/organization/delete', { body: { organizationId: doomed.id }, jar: doomedAdmin.jar }), 403, 'INSUFFICIENT_PERMISSIONS');
-      expect((await storedKeys(doomed.id)).filter((k) => k.revoked_at === null).map((k) => k.id).sort()).toEqual([a.id, b.id].sort());
+      await expectError(
+        await call(t, '/api/auth/organization/delete', { body: { organizationId: doomed.id }, jar: doomedAdmin.jar }),
+        403,
+        'INSUFFICIENT_PERMISSIONS',
+      );
+      expect(
+        (await storedKeys(doomed.id))
+          .filter((k) => k.revoked_at === null)
+          .map((k) => k.id)
+          .sort(),
+      ).toEqual([a.id, b.id].sort());
       expect(await auditRows(t, doomed.id, 'api_key.revoked')).toHaveLength(revokedBefore);
       expect((await listed(doomedAdmin.jar)).filter((k) => k.revokedAt === null)).toHaveLength(2);
 
       // Nor may the Owner of another organization delete it.
-      await expectStatus(await call(t, '/api/auth/organization/delete', { body: { organizationId: doomed.id }, jar: other.owner.jar }), 403);
+      await expectStatus(
+        await call(t, '/api/auth/organization/delete', { body: { organizationId: doomed.id }, jar: other.owner.jar }),
+        403,
+      );
       expect((await storedKeys(doomed.id)).filter((k) => k.revoked_at === null)).toHaveLength(2);
 
       // The Owner may.
-      await expectStatus(await call(t, '/api/auth/organization/delete', { body: { organizationId: doomed.id }, jar: doomed.owner.jar }), 200);
+      await expectStatus(
+        await call(t, '/api/auth/organization/delete', { body: { organizationId: doomed.id }, jar: doomed.owner.jar }),
+        200,
+      );
       const keys = await storedKeys(doomed.id);
       expect(keys).toHaveLength(3);
       for (const key of keys) expect(key.revoked_at).not.toBeNull();
@@ -574,7 +766,8 @@ describe('API keys', () => {
         expect(entry).toMatchObject({ actor_id: doomed.owner.id, tenant_id: doomed.id });
         const key = entry.metadata.keyId === a.id ? a : b;
         expect(entry.metadata).toMatchObject({ keyId: key.id, name: key.name, scopes: key.scopes, expiresAt: null });
-        for (const field of ['key', 'keyHash', 'keySalt', 'hash', 'salt', 'lookupDigest']) expect(entry.metadata).not.toHaveProperty(field);
+        for (const field of ['key', 'keyHash', 'keySalt', 'hash', 'salt', 'lookupDigest'])
+          expect(entry.metadata).not.toHaveProperty(field);
         const text = JSON.stringify(entry);
         expect(text).not.toContain(key.key);
         expect(text).not.toMatch(ANY_KEY);

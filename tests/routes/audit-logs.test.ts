@@ -1,8 +1,17 @@
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestApp, type TestApp } from '../support/app.js';
-import { call, type CookieJar } from '../support/http.js';
-import { auditRows, createOrganization, createRole, expectStatus, newMember, UUID_V4, type TestMember, type TestOrganization } from '../support/orgs.js';
+import { type CookieJar, call } from '../support/http.js';
+import {
+  auditRows,
+  createOrganization,
+  createRole,
+  expectStatus,
+  newMember,
+  type TestMember,
+  type TestOrganization,
+  UUID_V4,
+} from '../support/orgs.js';
 import { signedInUser } from '../support/users.js';
 
 /** API.md GET /api/audit-logs (organizations:read; `?limit=1..100&cursor=`; newest first); spec §2 "Audit log entry". */
@@ -22,7 +31,8 @@ interface Page {
 
 const ENTRY_FIELDS = ['action', 'actorId', 'createdAt', 'id', 'metadata', 'organizationId'];
 const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
-const b64 = (value: unknown) => Buffer.from(typeof value === 'string' ? value : JSON.stringify(value)).toString('base64url');
+const b64 = (value: unknown) =>
+  Buffer.from(typeof value === 'string' ? value : JSON.stringify(value)).toString('base64url');
 
 describe('GET /api/audit-logs', () => {
   let t: TestApp;
@@ -59,8 +69,12 @@ describe('GET /api/audit-logs', () => {
   /** Creates and revokes keys through the API: real api_key.created / api_key.revoked entries. */
   async function makeEntries(o: TestOrganization, created: number, revoked: number): Promise<void> {
     for (let i = 0; i < created; i += 1) {
-      const key = await expectStatus<{ id: string }>(await call(t, '/api/api-keys', { body: { name: `k${i}`, scopes: ['roles:read'] }, jar: o.owner.jar }), 201);
-      if (i < revoked) await expectStatus(await call(t, `/api/api-keys/${key.id}`, { method: 'DELETE', jar: o.owner.jar }), 200);
+      const key = await expectStatus<{ id: string }>(
+        await call(t, '/api/api-keys', { body: { name: `k${i}`, scopes: ['roles:read'] }, jar: o.owner.jar }),
+        201,
+      );
+      if (i < revoked)
+        await expectStatus(await call(t, `/api/api-keys/${key.id}`, { method: 'DELETE', jar: o.owner.jar }), 200);
     }
   }
 
@@ -74,7 +88,14 @@ describe('GET /api/audit-logs', () => {
       for (let i = 0; i < count; i += 1) {
         await trx
           .insertInto('audit_logs')
-          .values({ tenant_id: tenantId, actor_id: null, action: 'role.updated', metadata: sql`${JSON.stringify({ n: i })}::text::jsonb`, request_id: null, created_at: at } as never)
+          .values({
+            tenant_id: tenantId,
+            actor_id: null,
+            action: 'role.updated',
+            metadata: sql`${JSON.stringify({ n: i })}::text::jsonb`,
+            request_id: null,
+            created_at: at,
+          } as never)
           .execute();
       }
     });
@@ -84,7 +105,10 @@ describe('GET /api/audit-logs', () => {
     t = await createTestApp();
     org = await createOrganization(t, await signedInUser(t));
     member = await newMember(t, org, 'member');
-    const role = await createRole(t, org.owner, { name: 'No Org Read', permissions: ['roles:read', 'api_keys:read', 'members:read'] });
+    const role = await createRole(t, org.owner, {
+      name: 'No Org Read',
+      permissions: ['roles:read', 'api_keys:read', 'members:read'],
+    });
     outsider = await newMember(t, org, role.slug);
     other = await createOrganization(t, await signedInUser(t));
     await makeEntries(org, 8, 4);
@@ -177,19 +201,39 @@ describe('GET /api/audit-logs', () => {
     for (const createdAt of times) {
       const res = await get(member.jar, `?cursor=${encodeURIComponent(b64({ createdAt, id }))}`);
       expect(res.status, createdAt).toBe(400);
-      expect(await res.json(), createdAt).toMatchObject({ code: 'VALIDATION_ERROR', details: [{ path: 'cursor', message: expect.any(String) }] });
+      expect(await res.json(), createdAt).toMatchObject({
+        code: 'VALIDATION_ERROR',
+        details: [{ path: 'cursor', message: expect.any(String) }],
+      });
     }
     for (const createdAt of [-1, 1e20, Number.NaN, null, 1700000000000]) {
-      await expectError(await get(member.jar, `?cursor=${encodeURIComponent(b64({ createdAt, id }))}`), 400, 'VALIDATION_ERROR');
+      await expectError(
+        await get(member.jar, `?cursor=${encodeURIComponent(b64({ createdAt, id }))}`),
+        400,
+        'VALIDATION_ERROR',
+      );
     }
   });
 
   it('accepts a cursor at the edges of the range (year 1 and year 9999), with an offset', async () => {
     const id = crypto.randomUUID();
-    expect((await getPage(member.jar, `?cursor=${encodeURIComponent(b64({ createdAt: '0001-01-01T00:00:00.000000Z', id }))}`)).items).toEqual([]);
-    const all = await getPage(member.jar, `?limit=100&cursor=${encodeURIComponent(b64({ createdAt: '9999-12-31T23:59:59.999999Z', id }))}`);
+    expect(
+      (
+        await getPage(
+          member.jar,
+          `?cursor=${encodeURIComponent(b64({ createdAt: '0001-01-01T00:00:00.000000Z', id }))}`,
+        )
+      ).items,
+    ).toEqual([]);
+    const all = await getPage(
+      member.jar,
+      `?limit=100&cursor=${encodeURIComponent(b64({ createdAt: '9999-12-31T23:59:59.999999Z', id }))}`,
+    );
     expect(all.items.length).toBeGreaterThan(0);
-    const offset = await getPage(member.jar, `?limit=100&cursor=${encodeURIComponent(b64({ createdAt: '9999-12-31T10:00:00.5+05:30', id }))}`);
+    const offset = await getPage(
+      member.jar,
+      `?limit=100&cursor=${encodeURIComponent(b64({ createdAt: '9999-12-31T10:00:00.5+05:30', id }))}`,
+    );
     expect(offset.items.map((entry) => entry.id)).toEqual(all.items.map((entry) => entry.id));
   });
 
@@ -210,7 +254,10 @@ describe('GET /api/audit-logs', () => {
 
     for (const limit of [1, 2, 3, 7]) {
       const { pages, items } = await allPages(fresh.owner.jar, limit);
-      expect(items.map((i) => i.id), `limit ${limit}`).toEqual(expected);
+      expect(
+        items.map((i) => i.id),
+        `limit ${limit}`,
+      ).toEqual(expected);
       expect(pages).toHaveLength(Math.ceil(expected.length / limit));
       for (const page of pages.slice(0, -1)) {
         expect(page.items).toHaveLength(limit);
@@ -232,13 +279,29 @@ describe('GET /api/audit-logs', () => {
     await t.db.transaction().execute(async (trx) => {
       await sql`select set_config('app.tenant_id', ${fresh.id}, true)`.execute(trx);
       for (let i = 0; i < 6; i += 1) {
-        await trx.insertInto('audit_logs').values({ tenant_id: fresh.id, actor_id: null, action: 'role.updated', metadata: sql`${JSON.stringify({ n: i })}::text::jsonb`, request_id: null } as never).execute();
+        await trx
+          .insertInto('audit_logs')
+          .values({
+            tenant_id: fresh.id,
+            actor_id: null,
+            action: 'role.updated',
+            metadata: sql`${JSON.stringify({ n: i })}::text::jsonb`,
+            request_id: null,
+          } as never)
+          .execute();
       }
       // And an instant whose microseconds are certainly not zero.
       for (let i = 0; i < 4; i += 1) {
         await trx
           .insertInto('audit_logs')
-          .values({ tenant_id: fresh.id, actor_id: null, action: 'role.deleted', metadata: sql`${JSON.stringify({ n: i })}::text::jsonb`, request_id: null, created_at: sql`now() - interval '1 second' + interval '123 microseconds'` } as never)
+          .values({
+            tenant_id: fresh.id,
+            actor_id: null,
+            action: 'role.deleted',
+            metadata: sql`${JSON.stringify({ n: i })}::text::jsonb`,
+            request_id: null,
+            created_at: sql`now() - interval '1 second' + interval '123 microseconds'`,
+          } as never)
           .execute();
       }
     });
@@ -247,7 +310,10 @@ describe('GET /api/audit-logs', () => {
     expect(whole).toHaveLength(stored.length);
     for (const limit of [1, 2, 4]) {
       const { items } = await allPages(fresh.owner.jar, limit);
-      expect(items.map((i) => i.id), `limit ${limit}`).toEqual(whole);
+      expect(
+        items.map((i) => i.id),
+        `limit ${limit}`,
+      ).toEqual(whole);
     }
   });
 

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestApp, type TestApp } from '../support/app.js';
 import { call } from '../support/http.js';
 import { createOrganization, expectStatus, newMember } from '../support/orgs.js';
-import { signedInUser, type SignedInUser } from '../support/users.js';
+import { type SignedInUser, signedInUser } from '../support/users.js';
 
 /**
  * Spec §5 "Scheduled jobs" (CRON_SECRET); API.md cron row: the purge of
@@ -36,7 +36,10 @@ describe('POST /api/cron/purge-accounts', { timeout: 120_000 }, () => {
   }
 
   const schedule = async (user: SignedInUser) =>
-    expectStatus<{ deletedAt: string; purgeAfter: string }>(await call(t, '/api/users/me/deletion', { method: 'POST', jar: user.jar }), 202);
+    expectStatus<{ deletedAt: string; purgeAfter: string }>(
+      await call(t, '/api/users/me/deletion', { method: 'POST', jar: user.jar }),
+      202,
+    );
 
   /** Starts a test at `at` with nothing due from an earlier test (each test lives in its own year). */
   async function startAt(at: number): Promise<void> {
@@ -45,7 +48,8 @@ describe('POST /api/cron/purge-accounts', { timeout: 120_000 }, () => {
   }
 
   const exists = async (userId: string) =>
-    (await t.database.withOwner((owner) => owner.selectFrom('users').select('id').where('id', '=', userId).execute())).length === 1;
+    (await t.database.withOwner((owner) => owner.selectFrom('users').select('id').where('id', '=', userId).execute()))
+      .length === 1;
 
   describe('authentication', () => {
     it('answers 200 { purged, failed } to the right secret', async () => {
@@ -155,7 +159,10 @@ describe('POST /api/cron/purge-accounts', { timeout: 120_000 }, () => {
       expect(failure).toMatchObject({ userId: org.owner.id, code: 'OWNERSHIP_CONSTRAINT' });
 
       // The stuck account keeps its organization and membership untouched.
-      const members = await expectStatus<{ userId: string; roleSlug: string }[]>(await call(t, '/api/members', { jar: member.jar }), 200);
+      const members = await expectStatus<{ userId: string; roleSlug: string }[]>(
+        await call(t, '/api/members', { jar: member.jar }),
+        200,
+      );
       expect(members.find((m) => m.userId === org.owner.id)?.roleSlug).toBe('owner');
 
       // It fails again on the next run until the owner acts; reactivating takes it off the list.

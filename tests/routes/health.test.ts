@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestApp, type TestApp } from '../support/app.js';
 import { createDatabaseProbe } from '../../src/routes/health.js';
+import { createTestApp, type TestApp } from '../support/app.js';
 import { openTestDatabase } from '../support/database.js';
 
 describe('GET /api/health', () => {

@@ -4,6 +4,7 @@ import { createEvents } from '../../src/events.js';
 import { createTestApp, type TestApp } from '../support/app.js';
 import { call, mailsTo } from '../support/http.js';
 import {
+  type Actor,
   addMember,
   createOrganization,
   createRole,
@@ -16,10 +17,9 @@ import {
   roleSlugsByMember,
   setActive,
   storedRoles,
-  uniqueSlug,
-  type Actor,
   type TestMember,
   type TestOrganization,
+  uniqueSlug,
 } from '../support/orgs.js';
 import { signedInUser } from '../support/users.js';
 
@@ -54,12 +54,17 @@ describe('organization plugin routes', () => {
   });
   afterAll(() => t.close());
 
-  const post = (path: string, actor: Actor | null, body: unknown) => call(t, `${ORG}/${path}`, { body, ...(actor ? { jar: actor.jar } : {}) });
+  const post = (path: string, actor: Actor | null, body: unknown) =>
+    call(t, `${ORG}/${path}`, { body, ...(actor ? { jar: actor.jar } : {}) });
 
   const invitationRows = (organizationId: string) =>
-    t.database.withOwner((owner) => owner.selectFrom('invitations').select(['id', 'email', 'role', 'status']).where('organization_id', '=', organizationId).execute()) as Promise<
-      { id: string; email: string; role: string | null; status: string }[]
-    >;
+    t.database.withOwner((owner) =>
+      owner
+        .selectFrom('invitations')
+        .select(['id', 'email', 'role', 'status'])
+        .where('organization_id', '=', organizationId)
+        .execute(),
+    ) as Promise<{ id: string; email: string; role: string | null; status: string }[]>;
 
   describe('invite-member', () => {
     it('needs invitations:write: a Member gets 403 INSUFFICIENT_PERMISSIONS and nothing is sent or stored', async () => {
@@ -68,10 +73,14 @@ describe('organization plugin routes', () => {
       const body = await expectStatus(await invite(t, member, { email, role: 'viewer', organizationId: org.id }), 403);
       expect(body).toMatchObject({ code: 'INSUFFICIENT_PERMISSIONS', message: 'Insufficient permissions' });
       // Without organizationId the active organization is the one checked.
-      expect(await expectStatus(await invite(t, member, { email, role: 'viewer' }), 403)).toMatchObject({ code: 'INSUFFICIENT_PERMISSIONS' });
+      expect(await expectStatus(await invite(t, member, { email, role: 'viewer' }), 403)).toMatchObject({
+        code: 'INSUFFICIENT_PERMISSIONS',
+      });
       expect((await invitationRows(org.id)).length).toBe(before);
       expect(mailsTo(t, email)).toHaveLength(0);
-      expect(await expectStatus(await post('invite-member', null, { email, role: 'viewer', organizationId: org.id }), 401)).toMatchObject({ code: 'UNAUTHORIZED' });
+      expect(
+        await expectStatus(await post('invite-member', null, { email, role: 'viewer', organizationId: org.id }), 401),
+      ).toMatchObject({ code: 'UNAUTHORIZED' });
     });
 
     it('refuses a role slug the organization does not have, and Owner, with 400', async () => {
@@ -84,7 +93,9 @@ describe('organization plugin routes', () => {
       // A custom role of another organization is no role of this one.
       const elsewhere = await createOrganization(t, await signedInUser(t));
       await createRole(t, elsewhere.owner, { name: 'Only Elsewhere', permissions: [] });
-      expect(await expectStatus(await invite(t, org.owner, { email, role: 'only-elsewhere', organizationId: org.id }), 400)).toMatchObject({ code: 'VALIDATION_ERROR' });
+      expect(
+        await expectStatus(await invite(t, org.owner, { email, role: 'only-elsewhere', organizationId: org.id }), 400),
+      ).toMatchObject({ code: 'VALIDATION_ERROR' });
       expect((await invitationRows(org.id)).length).toBe(before);
       expect(mailsTo(t, email)).toHaveLength(0);
     });
@@ -92,15 +103,23 @@ describe('organization plugin routes', () => {
     it('refuses an Admin inviting into a role that holds what the Admin lacks (403)', async () => {
       await createRole(t, org.owner, { name: 'Wrecking Crew', permissions: ['organizations:delete'] });
       const email = `y-${crypto.randomUUID().slice(0, 8)}@example.test`;
-      expect(await expectStatus(await invite(t, admin, { email, role: 'wrecking-crew', organizationId: org.id }), 403)).toMatchObject({ code: 'INSUFFICIENT_PERMISSIONS' });
+      expect(
+        await expectStatus(await invite(t, admin, { email, role: 'wrecking-crew', organizationId: org.id }), 403),
+      ).toMatchObject({ code: 'INSUFFICIENT_PERMISSIONS' });
       expect((await invitationRows(org.id)).some((i) => i.email === email)).toBe(false);
     });
 
     it('defaults to the member role', async () => {
       const user = await signedInUser(t);
       await expectStatus(await invite(t, org.owner, { email: user.email, organizationId: org.id }), 200);
-      expect((await invitationRows(org.id)).find((i) => i.email === user.email)).toMatchObject({ role: 'member', status: 'pending' });
-      const accepted = await expectStatus(await post('accept-invitation', user, { invitationId: invitationIdFromMail(t, user.email) }), 200);
+      expect((await invitationRows(org.id)).find((i) => i.email === user.email)).toMatchObject({
+        role: 'member',
+        status: 'pending',
+      });
+      const accepted = await expectStatus(
+        await post('accept-invitation', user, { invitationId: invitationIdFromMail(t, user.email) }),
+        200,
+      );
       expect((await roleSlugsByMember(t, org.owner))[accepted.member.id]).toBe('member');
     });
 
@@ -118,7 +137,16 @@ describe('organization plugin routes', () => {
       const user = await signedInUser(t);
       const memberId = await addMember(t, org, user, 'viewer', admin);
       expect((await roleSlugsByMember(t, org.owner))[memberId]).toBe('viewer');
-      expect(await expectStatus(await invite(t, admin, { email: `z-${crypto.randomUUID().slice(0, 8)}@example.test`, role: 'owner', organizationId: org.id }), 400)).toMatchObject({
+      expect(
+        await expectStatus(
+          await invite(t, admin, {
+            email: `z-${crypto.randomUUID().slice(0, 8)}@example.test`,
+            role: 'owner',
+            organizationId: org.id,
+          }),
+          400,
+        ),
+      ).toMatchObject({
         code: 'VALIDATION_ERROR',
       });
     });
@@ -130,11 +158,16 @@ describe('organization plugin routes', () => {
       await createRole(t, org.owner, { name: 'Recruiter', permissions: [...READ_PERMISSIONS, 'invitations:write'] });
       const recruiter = await newMember(t, org, 'recruiter');
       const invitee = await signedInUser(t);
-      await expectStatus(await invite(t, recruiter, { email: invitee.email, role: 'viewer', organizationId: org.id }), 200);
+      await expectStatus(
+        await invite(t, recruiter, { email: invitee.email, role: 'viewer', organizationId: org.id }),
+        200,
+      );
       const invitationId = invitationIdFromMail(t, invitee.email);
 
       for (const actor of [recruiter, member]) {
-        expect(await expectStatus(await post('cancel-invitation', actor, { invitationId }), 403)).toMatchObject({ code: 'INSUFFICIENT_PERMISSIONS' });
+        expect(await expectStatus(await post('cancel-invitation', actor, { invitationId }), 403)).toMatchObject({
+          code: 'INSUFFICIENT_PERMISSIONS',
+        });
       }
       expect((await invitationRows(org.id)).find((i) => i.id === invitationId)?.status).toBe('pending');
 
@@ -150,10 +183,18 @@ describe('organization plugin routes', () => {
   describe('remove-member', () => {
     it('needs members:delete: a Member gets 403; an Admin removes', async () => {
       const target = await newMember(t, org, 'viewer');
-      expect(await expectStatus(await post('remove-member', member, { memberIdOrEmail: target.memberId, organizationId: org.id }), 403)).toMatchObject({ code: 'INSUFFICIENT_PERMISSIONS' });
+      expect(
+        await expectStatus(
+          await post('remove-member', member, { memberIdOrEmail: target.memberId, organizationId: org.id }),
+          403,
+        ),
+      ).toMatchObject({ code: 'INSUFFICIENT_PERMISSIONS' });
       expect((await listMembers(t, org.owner)).some((m) => m.id === target.memberId)).toBe(true);
 
-      await expectStatus(await post('remove-member', admin, { memberIdOrEmail: target.memberId, organizationId: org.id }), 200);
+      await expectStatus(
+        await post('remove-member', admin, { memberIdOrEmail: target.memberId, organizationId: org.id }),
+        200,
+      );
       expect((await listMembers(t, org.owner)).some((m) => m.id === target.memberId)).toBe(false);
     });
 
@@ -188,7 +229,14 @@ describe('organization plugin routes', () => {
       const fresh = await createOrganization(t, await signedInUser(t));
       const second = await newMember(t, fresh, 'admin');
       const ownerRole = (await storedRoles(t, fresh.id)).find((r) => r.slug === 'owner')!.id;
-      await expectStatus(await call(t, `/api/admin/members/${second.memberId}`, { method: 'PATCH', body: { roleId: ownerRole }, jar: fresh.owner.jar }), 200);
+      await expectStatus(
+        await call(t, `/api/admin/members/${second.memberId}`, {
+          method: 'PATCH',
+          body: { roleId: ownerRole },
+          jar: fresh.owner.jar,
+        }),
+        200,
+      );
       await expectStatus(await post('leave', fresh.owner, { organizationId: fresh.id }), 200);
       expect(await roleSlugsByMember(t, second)).toEqual({ [second.memberId]: 'owner' });
       const stays = await post('leave', second, { organizationId: fresh.id });
@@ -200,36 +248,61 @@ describe('organization plugin routes', () => {
 
   describe('update and delete', () => {
     it('update needs organizations:write: a Member gets 403, an Admin renames', async () => {
-      const name = () => t.database.withOwner(async (owner) => (await owner.selectFrom('organizations').select('name').where('id', '=', org.id).executeTakeFirstOrThrow()).name as string);
+      const name = () =>
+        t.database.withOwner(
+          async (owner) =>
+            (await owner.selectFrom('organizations').select('name').where('id', '=', org.id).executeTakeFirstOrThrow())
+              .name as string,
+        );
       const before = await name();
-      expect(await expectStatus(await post('update', member, { data: { name: 'Hijacked' }, organizationId: org.id }), 403)).toMatchObject({ code: 'INSUFFICIENT_PERMISSIONS' });
-      expect(await expectStatus(await post('update', member, { data: { name: 'Hijacked' } }), 403)).toMatchObject({ code: 'INSUFFICIENT_PERMISSIONS' });
+      expect(
+        await expectStatus(await post('update', member, { data: { name: 'Hijacked' }, organizationId: org.id }), 403),
+      ).toMatchObject({ code: 'INSUFFICIENT_PERMISSIONS' });
+      expect(await expectStatus(await post('update', member, { data: { name: 'Hijacked' } }), 403)).toMatchObject({
+        code: 'INSUFFICIENT_PERMISSIONS',
+      });
       expect(await name()).toBe(before);
-      await expectStatus(await post('update', admin, { data: { name: 'Renamed By Admin' }, organizationId: org.id }), 200);
+      await expectStatus(
+        await post('update', admin, { data: { name: 'Renamed By Admin' }, organizationId: org.id }),
+        200,
+      );
       expect(await name()).toBe('Renamed By Admin');
     });
 
     it('delete needs organizations:delete: an Admin gets 403; the Owner deletes, and its roles and members go with it', async () => {
       const fresh = await createOrganization(t, await signedInUser(t));
       const freshAdmin = await newMember(t, fresh, 'admin');
-      const exists = () => t.database.withOwner(async (owner) => (await owner.selectFrom('organizations').select('id').where('id', '=', fresh.id).execute()).length);
+      const exists = () =>
+        t.database.withOwner(
+          async (owner) =>
+            (await owner.selectFrom('organizations').select('id').where('id', '=', fresh.id).execute()).length,
+        );
 
-      expect(await expectStatus(await post('delete', freshAdmin, { organizationId: fresh.id }), 403)).toMatchObject({ code: 'INSUFFICIENT_PERMISSIONS' });
+      expect(await expectStatus(await post('delete', freshAdmin, { organizationId: fresh.id }), 403)).toMatchObject({
+        code: 'INSUFFICIENT_PERMISSIONS',
+      });
       expect(await exists()).toBe(1);
       expect((await storedRoles(t, fresh.id)).length).toBe(4);
 
       await expectStatus(await post('delete', fresh.owner, { organizationId: fresh.id }), 200);
       expect(await exists()).toBe(0);
       expect(await storedRoles(t, fresh.id)).toEqual([]);
-      const members = await t.database.withOwner(async (owner) => (await owner.selectFrom('members').select('id').where('organization_id', '=', fresh.id).execute()).length);
+      const members = await t.database.withOwner(
+        async (owner) =>
+          (await owner.selectFrom('members').select('id').where('organization_id', '=', fresh.id).execute()).length,
+      );
       expect(members).toBe(0);
     });
 
     it('a Member of one organization gains nothing from being Owner of another', async () => {
       const own = await createOrganization(t, member);
       // `member` now owns `own` (active), but is still only a Member of `org`.
-      expect(await expectStatus(await post('delete', member, { organizationId: org.id }), 403)).toMatchObject({ code: 'INSUFFICIENT_PERMISSIONS' });
-      expect(await expectStatus(await post('update', member, { data: { name: 'Nope' }, organizationId: org.id }), 403)).toMatchObject({ code: 'INSUFFICIENT_PERMISSIONS' });
+      expect(await expectStatus(await post('delete', member, { organizationId: org.id }), 403)).toMatchObject({
+        code: 'INSUFFICIENT_PERMISSIONS',
+      });
+      expect(
+        await expectStatus(await post('update', member, { data: { name: 'Nope' }, organizationId: org.id }), 403),
+      ).toMatchObject({ code: 'INSUFFICIENT_PERMISSIONS' });
       await setActive(t, member, org.id);
       expect(own.id).not.toBe(org.id);
     });
@@ -238,7 +311,11 @@ describe('organization plugin routes', () => {
   it('does not serve the plugin update-member-role route (404)', async () => {
     const target = await newMember(t, org, 'viewer');
     for (const role of ['owner', 'admin']) {
-      const res = await post('update-member-role', org.owner, { memberId: target.memberId, role, organizationId: org.id });
+      const res = await post('update-member-role', org.owner, {
+        memberId: target.memberId,
+        role,
+        organizationId: org.id,
+      });
       expect(res.status).toBe(404);
     }
     expect((await roleSlugsByMember(t, org.owner))[target.memberId]).toBe('viewer');
@@ -265,7 +342,9 @@ describe('organization plugin routes', () => {
     });
 
     it('a malformed id in the query string answers 400 too', async () => {
-      expect(await expectStatus(await call(t, `${ORG}/get-invitation?id=x`, { jar: org.owner.jar }), 400)).toMatchObject({ code: 'VALIDATION_ERROR' });
+      expect(
+        await expectStatus(await call(t, `${ORG}/get-invitation?id=x`, { jar: org.owner.jar }), 400),
+      ).toMatchObject({ code: 'VALIDATION_ERROR' });
       const full = await call(t, `${ORG}/get-full-organization?organizationId=x`, { jar: org.owner.jar });
       expect(await expectStatus(full, 400)).toMatchObject({ code: 'VALIDATION_ERROR' });
     });
@@ -283,9 +362,23 @@ describe('organization plugin routes', () => {
       expect(organizationId).toBeTruthy();
 
       const leftovers = await t.database.withOwner(async (owner) => ({
-        organizations: (await owner.selectFrom('organizations').select('id').where((eb: any) => eb.or([eb('id', '=', organizationId), eb('slug', '=', slug)])).execute()).length,
-        members: (await owner.selectFrom('members').select('id').where((eb: any) => eb.or([eb('organization_id', '=', organizationId), eb('user_id', '=', user.id)])).execute()).length,
-        sessionsPointingThere: (await owner.selectFrom('sessions').select('id').where('active_organization_id', '=', organizationId).execute()).length,
+        organizations: (
+          await owner
+            .selectFrom('organizations')
+            .select('id')
+            .where((eb: any) => eb.or([eb('id', '=', organizationId), eb('slug', '=', slug)]))
+            .execute()
+        ).length,
+        members: (
+          await owner
+            .selectFrom('members')
+            .select('id')
+            .where((eb: any) => eb.or([eb('organization_id', '=', organizationId), eb('user_id', '=', user.id)]))
+            .execute()
+        ).length,
+        sessionsPointingThere: (
+          await owner.selectFrom('sessions').select('id').where('active_organization_id', '=', organizationId).execute()
+        ).length,
       }));
       expect(leftovers).toEqual({ organizations: 0, members: 0, sessionsPointingThere: 0 });
       // Roles (and their permissions) are under row-level security: read them in that tenant.
@@ -293,7 +386,11 @@ describe('organization plugin routes', () => {
       const orphanPermissions = await t.database.withOwner((owner) =>
         owner.transaction().execute(async (trx) => {
           await sql`select set_config('app.tenant_id', ${organizationId}, true)`.execute(trx);
-          const { rows } = await sql<{ n: number }>`select count(*)::int as n from role_permissions rp where not exists (select 1 from roles r where r.id = rp.role_id)`.execute(trx);
+          const { rows } = await sql<{
+            n: number;
+          }>`select count(*)::int as n from role_permissions rp where not exists (select 1 from roles r where r.id = rp.role_id)`.execute(
+            trx,
+          );
           return rows[0]!.n;
         }),
       );

@@ -2,8 +2,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestApp, type TestApp } from '../support/app.js';
 import { call } from '../support/http.js';
 import {
-  ALL_PERMISSIONS,
+  type Actor,
   ADMIN_PERMISSIONS,
+  ALL_PERMISSIONS,
   auditRows,
   createOrganization,
   createRole,
@@ -12,7 +13,6 @@ import {
   roleSlugsByMember,
   sessionPermissions,
   storedMemberRoles,
-  type Actor,
   type TestMember,
   type TestOrganization,
 } from '../support/orgs.js';
@@ -37,7 +37,8 @@ describe('POST /api/roles/transfer-ownership', () => {
   });
   afterAll(() => t.close());
 
-  const transfer = (actor: Actor | null, body: unknown) => call(t, '/api/roles/transfer-ownership', { body, ...(actor ? { jar: actor.jar } : {}) });
+  const transfer = (actor: Actor | null, body: unknown) =>
+    call(t, '/api/roles/transfer-ownership', { body, ...(actor ? { jar: actor.jar } : {}) });
 
   /** Runs a refusal and proves it changed nothing: roles as stored, and no ownership.transferred entry. */
   async function refused(actor: Actor | null, body: unknown, status: number, code: string, organization = org) {
@@ -77,7 +78,12 @@ describe('POST /api/roles/transfer-ownership', () => {
   });
 
   it('answers 400 VALIDATION_ERROR for a malformed body', async () => {
-    for (const body of [{}, { targetMemberId: 'abc' }, { targetMemberId: 'c232ab00-9414-11ec-b3c8-9e6bdeced846' }, { targetMemberId: admin.memberId, force: true }]) {
+    for (const body of [
+      {},
+      { targetMemberId: 'abc' },
+      { targetMemberId: 'c232ab00-9414-11ec-b3c8-9e6bdeced846' },
+      { targetMemberId: admin.memberId, force: true },
+    ]) {
       await refused(org.owner, body, 400, 'VALIDATION_ERROR');
     }
   });
@@ -88,16 +94,28 @@ describe('POST /api/roles/transfer-ownership', () => {
     const bystander = await newMember(t, fresh, 'member');
 
     const res = await transfer(fresh.owner, { targetMemberId: heir.memberId });
-    expect(await expectStatus(res, 200)).toEqual({ transferred: true, previousOwnerMemberId: fresh.ownerMemberId, newOwnerMemberId: heir.memberId });
+    expect(await expectStatus(res, 200)).toEqual({
+      transferred: true,
+      previousOwnerMemberId: fresh.ownerMemberId,
+      newOwnerMemberId: heir.memberId,
+    });
 
-    expect(await roleSlugsByMember(t, heir)).toEqual({ [fresh.ownerMemberId]: 'admin', [heir.memberId]: 'owner', [bystander.memberId]: 'member' });
+    expect(await roleSlugsByMember(t, heir)).toEqual({
+      [fresh.ownerMemberId]: 'admin',
+      [heir.memberId]: 'owner',
+      [bystander.memberId]: 'member',
+    });
     // Permissions follow on the very next request.
     expect(await sessionPermissions(t, heir)).toEqual(ALL_PERMISSIONS);
     expect(await sessionPermissions(t, fresh.owner)).toEqual(ADMIN_PERMISSIONS);
 
     const entries = await auditRows(t, fresh.id, 'ownership.transferred');
     expect(entries).toHaveLength(1);
-    expect(entries[0]).toMatchObject({ tenant_id: fresh.id, actor_id: fresh.owner.id, metadata: { previousOwnerMemberId: fresh.ownerMemberId, newOwnerMemberId: heir.memberId } });
+    expect(entries[0]).toMatchObject({
+      tenant_id: fresh.id,
+      actor_id: fresh.owner.id,
+      metadata: { previousOwnerMemberId: fresh.ownerMemberId, newOwnerMemberId: heir.memberId },
+    });
 
     // The former Owner is now an Admin: no second transfer from them, and the new Owner cannot be demoted by them.
     const back = await expectStatus(await transfer(fresh.owner, { targetMemberId: fresh.ownerMemberId }), 403);
@@ -108,7 +126,11 @@ describe('POST /api/roles/transfer-ownership', () => {
       previousOwnerMemberId: heir.memberId,
       newOwnerMemberId: fresh.ownerMemberId,
     });
-    expect(await roleSlugsByMember(t, heir)).toEqual({ [fresh.ownerMemberId]: 'owner', [heir.memberId]: 'admin', [bystander.memberId]: 'member' });
+    expect(await roleSlugsByMember(t, heir)).toEqual({
+      [fresh.ownerMemberId]: 'owner',
+      [heir.memberId]: 'admin',
+      [bystander.memberId]: 'member',
+    });
     expect(await auditRows(t, fresh.id, 'ownership.transferred')).toHaveLength(2);
   });
 
@@ -121,7 +143,10 @@ describe('POST /api/roles/transfer-ownership', () => {
     expect(stays.status).toBeGreaterThanOrEqual(400);
     expect(stays.status).toBeLessThan(500);
     expect(await roleSlugsByMember(t, heir)).toEqual({ [fresh.ownerMemberId]: 'admin', [heir.memberId]: 'owner' });
-    await expectStatus(await call(t, '/api/auth/organization/leave', { body: { organizationId: fresh.id }, jar: fresh.owner.jar }), 200);
+    await expectStatus(
+      await call(t, '/api/auth/organization/leave', { body: { organizationId: fresh.id }, jar: fresh.owner.jar }),
+      200,
+    );
     expect(await roleSlugsByMember(t, heir)).toEqual({ [heir.memberId]: 'owner' });
   });
 });

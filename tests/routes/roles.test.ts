@@ -12,14 +12,14 @@ import {
   listRoles,
   newMember,
   READ_PERMISSIONS,
+  type RoleRecord,
   roleBySlug,
   sessionPermissions,
   storedMemberRoles,
   storedRoles,
-  UUID_V4,
-  type RoleRecord,
   type TestMember,
   type TestOrganization,
+  UUID_V4,
 } from '../support/orgs.js';
 import { signedInUser } from '../support/users.js';
 
@@ -38,7 +38,8 @@ describe('role routes', () => {
   });
   afterAll(() => t.close());
 
-  const patch = (id: string, body: unknown, jar = org.owner.jar) => call(t, `/api/roles/${id}`, { method: 'PATCH', body, jar });
+  const patch = (id: string, body: unknown, jar = org.owner.jar) =>
+    call(t, `/api/roles/${id}`, { method: 'PATCH', body, jar });
   const del = (id: string, jar = org.owner.jar) => call(t, `/api/roles/${id}`, { method: 'DELETE', jar });
 
   describe('default roles', () => {
@@ -77,8 +78,17 @@ describe('role routes', () => {
 
     it('lists Owner, Admin, Member, Viewer, then custom roles by name', async () => {
       const fresh = await createOrganization(t, await signedInUser(t));
-      for (const name of ['zeta team', 'Alpha Team', 'beta team']) await createRole(t, fresh.owner, { name, permissions: [] });
-      expect((await listRoles(t, fresh.owner)).map((r) => r.name)).toEqual(['Owner', 'Admin', 'Member', 'Viewer', 'Alpha Team', 'beta team', 'zeta team']);
+      for (const name of ['zeta team', 'Alpha Team', 'beta team'])
+        await createRole(t, fresh.owner, { name, permissions: [] });
+      expect((await listRoles(t, fresh.owner)).map((r) => r.name)).toEqual([
+        'Owner',
+        'Admin',
+        'Member',
+        'Viewer',
+        'Alpha Team',
+        'beta team',
+        'zeta team',
+      ]);
     });
   });
 
@@ -86,11 +96,24 @@ describe('role routes', () => {
     it('answers 201 with the role record: slug from name, permissions sorted, not default', async () => {
       const before = Date.now();
       const res = await call(t, '/api/roles', {
-        body: { name: 'Billing  Manager!', description: 'Pays the bills', permissions: ['roles:read', 'api_keys:read', 'members:read'] },
+        body: {
+          name: 'Billing  Manager!',
+          description: 'Pays the bills',
+          permissions: ['roles:read', 'api_keys:read', 'members:read'],
+        },
         jar: org.owner.jar,
       });
       const role = await expectStatus<RoleRecord>(res, 201);
-      expect(Object.keys(role).sort()).toEqual(['createdAt', 'description', 'id', 'isDefault', 'name', 'permissions', 'slug', 'updatedAt']);
+      expect(Object.keys(role).sort()).toEqual([
+        'createdAt',
+        'description',
+        'id',
+        'isDefault',
+        'name',
+        'permissions',
+        'slug',
+        'updatedAt',
+      ]);
       expect(role).toMatchObject({
         name: 'Billing  Manager!',
         slug: 'billing-manager',
@@ -106,7 +129,11 @@ describe('role routes', () => {
       const listed = (await listRoles(t, org.owner)).find((r) => r.id === role.id);
       expect(listed).toEqual(role);
       const stored = (await storedRoles(t, org.id)).find((r) => r.id === role.id);
-      expect(stored).toMatchObject({ slug: 'billing-manager', is_default: false, permissions: ['api_keys:read', 'members:read', 'roles:read'] });
+      expect(stored).toMatchObject({
+        slug: 'billing-manager',
+        is_default: false,
+        permissions: ['api_keys:read', 'members:read', 'roles:read'],
+      });
     });
 
     it('defaults the description to empty and accepts an empty permission list', async () => {
@@ -117,7 +144,16 @@ describe('role routes', () => {
     it('answers 409 SLUG_CONFLICT for a name whose slug exists, whatever its case or punctuation, and creates nothing', async () => {
       await createRole(t, org.owner, { name: 'Support Desk', permissions: ['members:read'] });
       const before = await storedRoles(t, org.id);
-      for (const name of ['Support Desk', 'support desk', 'SUPPORT-DESK', '  support...desk!! ', 'Owner', 'owner', 'ADMIN', 'Viewer?']) {
+      for (const name of [
+        'Support Desk',
+        'support desk',
+        'SUPPORT-DESK',
+        '  support...desk!! ',
+        'Owner',
+        'owner',
+        'ADMIN',
+        'Viewer?',
+      ]) {
         const res = await call(t, '/api/roles', { body: { name, permissions: [] }, jar: org.owner.jar });
         const body = await expectStatus(res, 409);
         expect(body.code, name).toBe('SLUG_CONFLICT');
@@ -169,9 +205,16 @@ describe('role routes', () => {
     });
 
     it('stores a name without its surrounding blanks, and keeps line breaks in a description', async () => {
-      const role = await createRole(t, org.owner, { name: '\u00a0 Café Crew 日本\u3000', description: 'first line\nsecond line', permissions: [] });
+      const role = await createRole(t, org.owner, {
+        name: '\u00a0 Café Crew 日本\u3000',
+        description: 'first line\nsecond line',
+        permissions: [],
+      });
       expect(role).toMatchObject({ name: 'Café Crew 日本', slug: 'cafe-crew', description: 'first line\nsecond line' });
-      expect((await storedRoles(t, org.id)).find((r) => r.id === role.id)).toMatchObject({ name: 'Café Crew 日本', description: 'first line\nsecond line' });
+      expect((await storedRoles(t, org.id)).find((r) => r.id === role.id)).toMatchObject({
+        name: 'Café Crew 日本',
+        description: 'first line\nsecond line',
+      });
     });
 
     it('accepts a name of exactly 100 characters', async () => {
@@ -182,7 +225,10 @@ describe('role routes', () => {
 
     it('refuses an Admin granting organizations:delete, which the Admin lacks (403, details name it)', async () => {
       const before = (await storedRoles(t, org.id)).length;
-      const res = await call(t, '/api/roles', { body: { name: 'Demolition', permissions: ['organizations:delete', 'users:delete', 'roles:read'] }, jar: admin.jar });
+      const res = await call(t, '/api/roles', {
+        body: { name: 'Demolition', permissions: ['organizations:delete', 'users:delete', 'roles:read'] },
+        jar: admin.jar,
+      });
       const body = await expectStatus(res, 403);
       expect(body.code).toBe('INSUFFICIENT_PERMISSIONS');
       expect(body.message).toBe('Insufficient permissions');
@@ -198,46 +244,90 @@ describe('role routes', () => {
 
     it('refuses a Member (no roles:write) and a request without a session', async () => {
       const member = await newMember(t, org, 'member');
-      const refused = await expectStatus(await call(t, '/api/roles', { body: { name: 'Sneaky', permissions: [] }, jar: member.jar }), 403);
+      const refused = await expectStatus(
+        await call(t, '/api/roles', { body: { name: 'Sneaky', permissions: [] }, jar: member.jar }),
+        403,
+      );
       expect(refused.code).toBe('INSUFFICIENT_PERMISSIONS');
-      const anonymous = await expectStatus(await call(t, '/api/roles', { body: { name: 'Sneaky', permissions: [] } }), 401);
+      const anonymous = await expectStatus(
+        await call(t, '/api/roles', { body: { name: 'Sneaky', permissions: [] } }),
+        401,
+      );
       expect(anonymous.code).toBe('UNAUTHORIZED');
       expect((await storedRoles(t, org.id)).some((r) => r.slug === 'sneaky')).toBe(false);
     });
 
     it('writes a role.created audit entry in the tenant', async () => {
-      const role = await createRole(t, org.owner, { name: 'Audited Role', permissions: ['roles:read', 'members:read'] });
+      const role = await createRole(t, org.owner, {
+        name: 'Audited Role',
+        permissions: ['roles:read', 'members:read'],
+      });
       const entries = (await auditRows(t, org.id, 'role.created')).filter((e) => e.metadata.roleId === role.id);
       expect(entries).toHaveLength(1);
       expect(entries[0]).toMatchObject({
         tenant_id: org.id,
         actor_id: org.owner.id,
-        metadata: { roleId: role.id, name: 'Audited Role', slug: 'audited-role', permissions: ['members:read', 'roles:read'] },
+        metadata: {
+          roleId: role.id,
+          name: 'Audited Role',
+          slug: 'audited-role',
+          permissions: ['members:read', 'roles:read'],
+        },
       });
-      expect((await auditRows(t, other.id, 'role.created')).filter((e) => e.metadata.roleId === role.id)).toHaveLength(0);
+      expect((await auditRows(t, other.id, 'role.created')).filter((e) => e.metadata.roleId === role.id)).toHaveLength(
+        0,
+      );
     });
   });
 
   describe('PATCH /api/roles/:id', () => {
     it('changes only what it is given: a name regenerates the slug, a description alone, permissions replace', async () => {
-      const role = await createRole(t, org.owner, { name: 'Editors', description: 'first', permissions: ['roles:read', 'members:read'] });
+      const role = await createRole(t, org.owner, {
+        name: 'Editors',
+        description: 'first',
+        permissions: ['roles:read', 'members:read'],
+      });
 
       const renamed = await expectStatus<RoleRecord>(await patch(role.id, { name: 'Senior Editors' }), 200);
-      expect(renamed).toMatchObject({ id: role.id, name: 'Senior Editors', slug: 'senior-editors', description: 'first', permissions: ['members:read', 'roles:read'], isDefault: false });
+      expect(renamed).toMatchObject({
+        id: role.id,
+        name: 'Senior Editors',
+        slug: 'senior-editors',
+        description: 'first',
+        permissions: ['members:read', 'roles:read'],
+        isDefault: false,
+      });
       expect(renamed.createdAt).toBe(role.createdAt);
       expect(new Date(renamed.updatedAt).getTime()).toBeGreaterThanOrEqual(new Date(role.updatedAt).getTime());
 
       const described = await expectStatus<RoleRecord>(await patch(role.id, { description: 'second' }), 200);
-      expect(described).toMatchObject({ name: 'Senior Editors', slug: 'senior-editors', description: 'second', permissions: ['members:read', 'roles:read'] });
+      expect(described).toMatchObject({
+        name: 'Senior Editors',
+        slug: 'senior-editors',
+        description: 'second',
+        permissions: ['members:read', 'roles:read'],
+      });
 
-      const replaced = await expectStatus<RoleRecord>(await patch(role.id, { permissions: ['invitations:write', 'api_keys:read'] }), 200);
-      expect(replaced).toMatchObject({ name: 'Senior Editors', description: 'second', permissions: ['api_keys:read', 'invitations:write'] });
+      const replaced = await expectStatus<RoleRecord>(
+        await patch(role.id, { permissions: ['invitations:write', 'api_keys:read'] }),
+        200,
+      );
+      expect(replaced).toMatchObject({
+        name: 'Senior Editors',
+        description: 'second',
+        permissions: ['api_keys:read', 'invitations:write'],
+      });
 
       const emptied = await expectStatus<RoleRecord>(await patch(role.id, { permissions: [] }), 200);
       expect(emptied.permissions).toEqual([]);
 
       const stored = (await storedRoles(t, org.id)).find((r) => r.id === role.id);
-      expect(stored).toMatchObject({ name: 'Senior Editors', slug: 'senior-editors', description: 'second', permissions: [] });
+      expect(stored).toMatchObject({
+        name: 'Senior Editors',
+        slug: 'senior-editors',
+        description: 'second',
+        permissions: [],
+      });
       expect((await listRoles(t, org.owner)).find((r) => r.id === role.id)).toEqual(emptied);
     });
 
@@ -257,7 +347,21 @@ describe('role routes', () => {
 
     it('answers 400 for unknown fields, an empty body, bad permissions, and a bad name', async () => {
       const role = await createRole(t, org.owner, { name: 'Patch Target', permissions: ['roles:read'] });
-      for (const body of [{}, { isDefault: true }, { slug: 'x' }, { permissions: ['roles:fly'] }, { permissions: ['api_keys:delete'] }, { permissions: ['roles:read', 'roles:read'] }, { name: '' }, { name: 'x'.repeat(101) }, { name: '---' }, { name: 'Two\nLines' }, { name: 'Nul\u0000' }, { name: ' \t ' }, { description: 'nul\u0000' }]) {
+      for (const body of [
+        {},
+        { isDefault: true },
+        { slug: 'x' },
+        { permissions: ['roles:fly'] },
+        { permissions: ['api_keys:delete'] },
+        { permissions: ['roles:read', 'roles:read'] },
+        { name: '' },
+        { name: 'x'.repeat(101) },
+        { name: '---' },
+        { name: 'Two\nLines' },
+        { name: 'Nul\u0000' },
+        { name: ' \t ' },
+        { description: 'nul\u0000' },
+      ]) {
         const error = await expectStatus(await patch(role.id, body), 400);
         expect(error.code, JSON.stringify(body)).toBe('VALIDATION_ERROR');
       }
@@ -290,11 +394,28 @@ describe('role routes', () => {
       const fresh = await createOrganization(t, await signedInUser(t));
       for (const slug of ['admin', 'member', 'viewer']) {
         const role = await roleBySlug(t, fresh.owner, slug);
-        const updated = await expectStatus<RoleRecord>(await call(t, `/api/roles/${role.id}`, { method: 'PATCH', body: { name: role.name, permissions: ['roles:read', 'api_keys:write'] }, jar: fresh.owner.jar }), 200);
-        expect(updated).toMatchObject({ id: role.id, name: role.name, slug, isDefault: true, permissions: ['api_keys:write', 'roles:read'] });
+        const updated = await expectStatus<RoleRecord>(
+          await call(t, `/api/roles/${role.id}`, {
+            method: 'PATCH',
+            body: { name: role.name, permissions: ['roles:read', 'api_keys:write'] },
+            jar: fresh.owner.jar,
+          }),
+          200,
+        );
+        expect(updated).toMatchObject({
+          id: role.id,
+          name: role.name,
+          slug,
+          isDefault: true,
+          permissions: ['api_keys:write', 'roles:read'],
+        });
       }
       const described = await expectStatus<RoleRecord>(
-        await call(t, `/api/roles/${(await roleBySlug(t, fresh.owner, 'owner')).id}`, { method: 'PATCH', body: { description: 'The boss' }, jar: fresh.owner.jar }),
+        await call(t, `/api/roles/${(await roleBySlug(t, fresh.owner, 'owner')).id}`, {
+          method: 'PATCH',
+          body: { description: 'The boss' },
+          jar: fresh.owner.jar,
+        }),
         200,
       );
       expect(described).toMatchObject({ slug: 'owner', description: 'The boss', permissions: ALL_PERMISSIONS });
@@ -302,7 +423,10 @@ describe('role routes', () => {
 
     it('refuses an Admin granting organizations:delete through an update (403 INSUFFICIENT_PERMISSIONS)', async () => {
       const role = await createRole(t, org.owner, { name: 'Escalation Target', permissions: ['roles:read'] });
-      const body = await expectStatus(await patch(role.id, { permissions: ['roles:read', 'organizations:delete'] }, admin.jar), 403);
+      const body = await expectStatus(
+        await patch(role.id, { permissions: ['roles:read', 'organizations:delete'] }, admin.jar),
+        403,
+      );
       expect(body.code).toBe('INSUFFICIENT_PERMISSIONS');
       expect(JSON.stringify(body.details)).toContain('organizations:delete');
       expect((await storedRoles(t, org.id)).find((r) => r.id === role.id)?.permissions).toEqual(['roles:read']);
@@ -315,7 +439,10 @@ describe('role routes', () => {
       expect(entries).toHaveLength(1);
       expect(entries[0]).toMatchObject({
         actor_id: org.owner.id,
-        metadata: { before: { name: 'Before Name', slug: 'before-name', permissions: ['roles:read'] }, after: { name: 'After Name', slug: 'after-name', permissions: ['members:read'] } },
+        metadata: {
+          before: { name: 'Before Name', slug: 'before-name', permissions: ['roles:read'] },
+          after: { name: 'After Name', slug: 'after-name', permissions: ['members:read'] },
+        },
       });
     });
   });
@@ -323,7 +450,10 @@ describe('role routes', () => {
   describe('DELETE /api/roles/:id', () => {
     it('deletes a custom role and moves its members to Viewer, counting them', async () => {
       const fresh = await createOrganization(t, await signedInUser(t));
-      const role = await createRole(t, fresh.owner, { name: 'Contractors', permissions: ['members:read', 'roles:read'] });
+      const role = await createRole(t, fresh.owner, {
+        name: 'Contractors',
+        permissions: ['members:read', 'roles:read'],
+      });
       const keep = await createRole(t, fresh.owner, { name: 'Keepers', permissions: ['members:read'] });
       const a = await newMember(t, fresh, 'contractors');
       const b = await newMember(t, fresh, 'contractors');
@@ -342,19 +472,31 @@ describe('role routes', () => {
 
       const stored = await storedRoles(t, fresh.id);
       expect(stored.map((r) => r.slug)).toEqual(['admin', 'keepers', 'member', 'owner', 'viewer']);
-      const permissionRows = await t.database.withOwner(async (owner) => (await owner.selectFrom('role_permissions').select('role_id').where('role_id', '=', role.id).execute()).length);
+      const permissionRows = await t.database.withOwner(
+        async (owner) =>
+          (await owner.selectFrom('role_permissions').select('role_id').where('role_id', '=', role.id).execute())
+            .length,
+      );
       expect(permissionRows).toBe(0);
       // The moved members act with Viewer's permissions on their very next request.
       expect(await sessionPermissions(t, a)).toEqual(READ_PERMISSIONS);
 
-      const again = await expectStatus(await call(t, `/api/roles/${role.id}`, { method: 'DELETE', jar: fresh.owner.jar }), 404);
+      const again = await expectStatus(
+        await call(t, `/api/roles/${role.id}`, { method: 'DELETE', jar: fresh.owner.jar }),
+        404,
+      );
       expect(again.code).toBe('NOT_FOUND');
 
-      const empty = await expectStatus(await call(t, `/api/roles/${keep.id}`, { method: 'DELETE', jar: fresh.owner.jar }), 200);
+      const empty = await expectStatus(
+        await call(t, `/api/roles/${keep.id}`, { method: 'DELETE', jar: fresh.owner.jar }),
+        200,
+      );
       expect(empty).toEqual({ id: keep.id, deleted: true, reassignedMembers: 1 });
 
       const unused = await createRole(t, fresh.owner, { name: 'Unused', permissions: [] });
-      expect(await expectStatus(await call(t, `/api/roles/${unused.id}`, { method: 'DELETE', jar: fresh.owner.jar }), 200)).toEqual({ id: unused.id, deleted: true, reassignedMembers: 0 });
+      expect(
+        await expectStatus(await call(t, `/api/roles/${unused.id}`, { method: 'DELETE', jar: fresh.owner.jar }), 200),
+      ).toEqual({ id: unused.id, deleted: true, reassignedMembers: 0 });
 
       const entries = (await auditRows(t, fresh.id, 'role.deleted')).map((e) => e.metadata);
       expect(entries).toEqual([
@@ -381,7 +523,9 @@ describe('role routes', () => {
       const member = await newMember(t, org, 'member');
       const refused = await expectStatus(await del(role.id, member.jar), 403);
       expect(refused.code).toBe('INSUFFICIENT_PERMISSIONS');
-      expect(await expectStatus(await del((await roleBySlug(t, org.owner, 'viewer')).id, admin.jar), 409)).toMatchObject({ code: 'DEFAULT_ROLE' });
+      expect(
+        await expectStatus(await del((await roleBySlug(t, org.owner, 'viewer')).id, admin.jar), 409),
+      ).toMatchObject({ code: 'DEFAULT_ROLE' });
       expect(await expectStatus(await del(role.id, admin.jar), 200)).toMatchObject({ id: role.id, deleted: true });
     });
   });
@@ -408,12 +552,20 @@ describe('role routes', () => {
     });
 
     it("answers 404 for another organization's role on PATCH and DELETE, and leaves it unchanged", async () => {
-      const theirs = await createRole(t, other.owner, { name: 'Their Role', description: 'theirs', permissions: ['roles:read'] });
+      const theirs = await createRole(t, other.owner, {
+        name: 'Their Role',
+        description: 'theirs',
+        permissions: ['roles:read'],
+      });
       const theirViewer = await roleBySlug(t, other.owner, 'viewer');
       const before = await storedRoles(t, other.id);
       for (const id of [theirs.id, theirViewer.id]) {
-        expect(await expectStatus(await patch(id, { name: 'Hijacked', permissions: [] }), 404)).toMatchObject({ code: 'NOT_FOUND' });
-        expect(await expectStatus(await patch(id, { description: 'hijacked' }), 404)).toMatchObject({ code: 'NOT_FOUND' });
+        expect(await expectStatus(await patch(id, { name: 'Hijacked', permissions: [] }), 404)).toMatchObject({
+          code: 'NOT_FOUND',
+        });
+        expect(await expectStatus(await patch(id, { description: 'hijacked' }), 404)).toMatchObject({
+          code: 'NOT_FOUND',
+        });
         expect(await expectStatus(await del(id), 404)).toMatchObject({ code: 'NOT_FOUND' });
       }
       expect(await storedRoles(t, other.id)).toEqual(before);
@@ -428,23 +580,50 @@ describe('role routes', () => {
       const fresh = await createOrganization(t, await signedInUser(t));
       const member = await newMember(t, fresh, 'member');
       expect(await sessionPermissions(t, member)).toEqual(READ_PERMISSIONS);
-      const refused = await expectStatus(await call(t, '/api/roles', { body: { name: 'Not Yet', permissions: [] }, jar: member.jar }), 403);
+      const refused = await expectStatus(
+        await call(t, '/api/roles', { body: { name: 'Not Yet', permissions: [] }, jar: member.jar }),
+        403,
+      );
       expect(refused.code).toBe('INSUFFICIENT_PERMISSIONS');
 
       const adminRole = await roleBySlug(t, fresh.owner, 'admin');
-      await expectStatus(await call(t, `/api/admin/members/${member.memberId}`, { method: 'PATCH', body: { roleId: adminRole.id }, jar: fresh.owner.jar }), 200);
+      await expectStatus(
+        await call(t, `/api/admin/members/${member.memberId}`, {
+          method: 'PATCH',
+          body: { roleId: adminRole.id },
+          jar: fresh.owner.jar,
+        }),
+        200,
+      );
       expect(await sessionPermissions(t, member)).toEqual(ADMIN_PERMISSIONS);
       await createRole(t, member, { name: 'Now Allowed', permissions: [] });
 
       const custom = await createRole(t, fresh.owner, { name: 'Narrow', permissions: ['members:read'] });
-      await expectStatus(await call(t, `/api/admin/members/${member.memberId}`, { method: 'PATCH', body: { roleId: custom.id }, jar: fresh.owner.jar }), 200);
+      await expectStatus(
+        await call(t, `/api/admin/members/${member.memberId}`, {
+          method: 'PATCH',
+          body: { roleId: custom.id },
+          jar: fresh.owner.jar,
+        }),
+        200,
+      );
       expect(await sessionPermissions(t, member)).toEqual(['members:read']);
 
-      await expectStatus(await patch(custom.id, { permissions: ['members:read', 'roles:read', 'roles:write'] }, fresh.owner.jar), 200);
+      await expectStatus(
+        await patch(custom.id, { permissions: ['members:read', 'roles:read', 'roles:write'] }, fresh.owner.jar),
+        200,
+      );
       expect(await sessionPermissions(t, member)).toEqual(['members:read', 'roles:read', 'roles:write']);
 
       const memberRole = await roleBySlug(t, fresh.owner, 'member');
-      await expectStatus(await call(t, `/api/admin/members/${member.memberId}`, { method: 'PATCH', body: { roleId: memberRole.id }, jar: fresh.owner.jar }), 200);
+      await expectStatus(
+        await call(t, `/api/admin/members/${member.memberId}`, {
+          method: 'PATCH',
+          body: { roleId: memberRole.id },
+          jar: fresh.owner.jar,
+        }),
+        200,
+      );
       await expectStatus(await patch(memberRole.id, { permissions: ['members:read'] }, fresh.owner.jar), 200);
       expect(await sessionPermissions(t, member)).toEqual(['members:read']);
     });

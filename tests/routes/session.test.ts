@@ -3,11 +3,12 @@
  * the enriched session. Spec §2 "Session": the 5-minute cookie cache must not
  * delay a revocation, a platform-role change or a deletion mark.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
 import { getCookieCache } from 'better-auth/cookies';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestApp, type TestApp } from '../support/app.js';
-import { call, CookieJar } from '../support/http.js';
-import { signedInUser, type SignedInUser } from '../support/users.js';
+import { CookieJar, call } from '../support/http.js';
+import { type SignedInUser, signedInUser } from '../support/users.js';
 
 const TOKEN = 'gatehouse.session_token';
 const DATA = 'gatehouse.session_data';
@@ -26,13 +27,15 @@ async function session(t: TestApp, jar?: CookieJar, headers?: Record<string, str
 /** A second browser holding the same cookies as `jar` right now. */
 function copyOf(jar: CookieJar): CookieJar {
   const copy = new CookieJar();
-  for (const name of jar.names()) copy.store(new Response(null, { headers: [['set-cookie', `${name}=${jar.get(name)}; Path=/`]] }));
+  for (const name of jar.names())
+    copy.store(new Response(null, { headers: [['set-cookie', `${name}=${jar.get(name)}; Path=/`]] }));
   return copy;
 }
 
 function jarWith(cookies: Record<string, string>): CookieJar {
   const jar = new CookieJar();
-  for (const [name, value] of Object.entries(cookies)) jar.store(new Response(null, { headers: [['set-cookie', `${name}=${value}; Path=/`]] }));
+  for (const [name, value] of Object.entries(cookies))
+    jar.store(new Response(null, { headers: [['set-cookie', `${name}=${value}; Path=/`]] }));
   return jar;
 }
 
@@ -66,7 +69,12 @@ describe('GET /api/session', () => {
     const user = await signedInUser(t, { name: 'Ada Session' });
     const before = Date.now();
     const body = await session(t, user.jar);
-    const row = await t.db.selectFrom('sessions').select(['id', 'expires_at']).where('user_id', '=', user.id).orderBy('created_at', 'desc').executeTakeFirstOrThrow();
+    const row = await t.db
+      .selectFrom('sessions')
+      .select(['id', 'expires_at'])
+      .where('user_id', '=', user.id)
+      .orderBy('created_at', 'desc')
+      .executeTakeFirstOrThrow();
     expect(body).toStrictEqual({
       user: { id: user.id, email: user.email, name: 'Ada Session', role: 'user', emailVerified: true },
       session: { id: row.id, activeOrganizationId: null, expiresAt: new Date(row.expires_at).toISOString() },
@@ -90,15 +98,28 @@ describe('GET /api/session', () => {
 
     const cases: [string, () => Record<string, string>][] = [
       ['a random token', () => ({ [TOKEN]: 'garbage' })],
-      ['a token with a forged signature', () => ({ [TOKEN]: `${user.jar.get(TOKEN)!.split('.')[0]}.${'A'.repeat(43)}%3D` })],
+      [
+        'a token with a forged signature',
+        () => ({ [TOKEN]: `${user.jar.get(TOKEN)!.split('.')[0]}.${'A'.repeat(43)}%3D` }),
+      ],
       ['a token with its signature stripped', () => ({ [TOKEN]: user.jar.get(TOKEN)!.split('.')[0]! })],
       ['a tampered token', () => ({ [TOKEN]: tamper(user.jar.get(TOKEN)!, 3) })],
       ['only a valid session_data cache, no token', () => ({ [DATA]: user.jar.get(DATA)! })],
       ['a tampered session_data cache, no token', () => ({ [DATA]: tamper(user.jar.get(DATA)!) })],
       ['percent junk', () => ({ [TOKEN]: '%%%E0%A4%A', [DATA]: '%ZZ' })],
-      ['base64 JSON that is not ours', () => ({ [DATA]: Buffer.from(JSON.stringify({ session: { user: { id: 'x' } }, expiresAt: Date.now() + 1e6, signature: 'x' })).toString('base64url') })],
+      [
+        'base64 JSON that is not ours',
+        () => ({
+          [DATA]: Buffer.from(
+            JSON.stringify({ session: { user: { id: 'x' } }, expiresAt: Date.now() + 1e6, signature: 'x' }),
+          ).toString('base64url'),
+        }),
+      ],
       ['a 4 KiB token', () => ({ [TOKEN]: 'x'.repeat(4096) })],
-      ['a token signed with another secret', () => ({ [TOKEN]: 'Zm9vYmFyYmF6cXV4cXV1eGZvb2Jhcg.Egu0xe8qZeD5DrUuQnHEw0FMeNKIL2gEBDCDYPDLdKU%3D' })],
+      [
+        'a token signed with another secret',
+        () => ({ [TOKEN]: 'Zm9vYmFyYmF6cXV4cXV1eGZvb2Jhcg.Egu0xe8qZeD5DrUuQnHEw0FMeNKIL2gEBDCDYPDLdKU%3D' }),
+      ],
     ];
     for (const [label, cookies] of cases) {
       it(label, async () => {
@@ -133,7 +154,12 @@ describe('GET /api/session', () => {
 
       // The copy still carries a signed cache the library alone would accept for minutes…
       // (checked with the library's own verifier, same secret and cookie names)
-      const cached = await getCookieCache(new Headers({ cookie: stolen.header() }), { secret: t.config.auth.secret, cookiePrefix: 'gatehouse', isSecure: false, strategy: 'compact' });
+      const cached = await getCookieCache(new Headers({ cookie: stolen.header() }), {
+        secret: t.config.auth.secret,
+        cookiePrefix: 'gatehouse',
+        isSecure: false,
+        strategy: 'compact',
+      });
       expect(cached?.user.id).toBe(user.id);
       expect(cached?.session.id).toBe(before!.session.id);
       // …but the session row is gone, so the service says no.
@@ -154,30 +180,42 @@ describe('GET /api/session', () => {
 
     it('a platform role change (PATCH by a superadmin) shows on the very next request', async () => {
       const superadmin = await signedInUser(t);
-      await t.database.withOwner((owner) => owner.updateTable('users').set({ role: 'superadmin' }).where('id', '=', superadmin.id).execute());
+      await t.database.withOwner((owner) =>
+        owner.updateTable('users').set({ role: 'superadmin' }).where('id', '=', superadmin.id).execute(),
+      );
       const user = await signedInUser(t);
       expect((await session(t, user.jar))?.user.role).toBe('user');
 
-      const res = await call(t, `/api/admin/users/${user.id}/role`, { method: 'PATCH', jar: superadmin.jar, body: { role: 'admin' } });
+      const res = await call(t, `/api/admin/users/${user.id}/role`, {
+        method: 'PATCH',
+        jar: superadmin.jar,
+        body: { role: 'admin' },
+      });
       expect(res.status).toBe(200);
       expect((await session(t, user.jar))?.user.role).toBe('admin');
       // and the guard agrees at once
       expect((await call(t, '/api/admin/users', { jar: user.jar })).status).toBe(200);
 
-      await t.database.withOwner((owner) => owner.updateTable('users').set({ role: 'user' }).where('id', '=', user.id).execute());
+      await t.database.withOwner((owner) =>
+        owner.updateTable('users').set({ role: 'user' }).where('id', '=', user.id).execute(),
+      );
       expect((await session(t, user.jar))?.user.role).toBe('user');
       expect((await call(t, '/api/admin/users', { jar: user.jar })).status).toBe(403);
     });
 
     it('a name or verification change in the database shows on the next request', async () => {
       const user = await signedInUser(t);
-      await t.database.withOwner((owner) => owner.updateTable('users').set({ name: 'Renamed' }).where('id', '=', user.id).execute());
+      await t.database.withOwner((owner) =>
+        owner.updateTable('users').set({ name: 'Renamed' }).where('id', '=', user.id).execute(),
+      );
       expect((await session(t, user.jar))?.user.name).toBe('Renamed');
     });
 
     it('after users.deleted_at is set, the next request still answers 200 (deletedAt is not part of the JSON)', async () => {
       const user = await signedInUser(t);
-      await t.database.withOwner((owner) => owner.updateTable('users').set({ deleted_at: new Date() }).where('id', '=', user.id).execute());
+      await t.database.withOwner((owner) =>
+        owner.updateTable('users').set({ deleted_at: new Date() }).where('id', '=', user.id).execute(),
+      );
       const res = await call(t, '/api/session', { jar: user.jar });
       expect(res.status).toBe(200);
       const body = (await res.json()) as { user: Record<string, unknown> } | null;

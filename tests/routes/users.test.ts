@@ -1,9 +1,19 @@
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestApp, type TestApp } from '../support/app.js';
-import { call, CookieJar } from '../support/http.js';
-import { addMember, asOwnerInTenant, auditRows, createOrganization, expectStatus, newMember, setActive, type AuditRow, type TestOrganization } from '../support/orgs.js';
-import { PASSWORD, signedInUser, type SignedInUser } from '../support/users.js';
+import { CookieJar, call } from '../support/http.js';
+import {
+  type AuditRow,
+  addMember,
+  asOwnerInTenant,
+  auditRows,
+  createOrganization,
+  expectStatus,
+  newMember,
+  setActive,
+  type TestOrganization,
+} from '../support/orgs.js';
+import { PASSWORD, type SignedInUser, signedInUser } from '../support/users.js';
 
 /**
  * Spec §2 "User" (deletedAt), §3 and §5 "Account scheduled for deletion", §4
@@ -35,9 +45,24 @@ interface Scheduled {
 
 interface Export {
   profile: Profile;
-  memberships: { memberId: string; organizationId: string; organizationName: string; organizationSlug: string; roleId: string | null; roleSlug: string | null; roleName: string | null; joinedAt: string }[];
+  memberships: {
+    memberId: string;
+    organizationId: string;
+    organizationName: string;
+    organizationSlug: string;
+    roleId: string | null;
+    roleSlug: string | null;
+    roleName: string | null;
+    joinedAt: string;
+  }[];
   apiKeys: Record<string, unknown>[];
-  auditEntries: { id: string; action: string; organizationId: string | null; metadata: Record<string, unknown>; createdAt: string }[];
+  auditEntries: {
+    id: string;
+    action: string;
+    organizationId: string | null;
+    metadata: Record<string, unknown>;
+    createdAt: string;
+  }[];
 }
 
 async function expectError(response: Response, status: number, code: string): Promise<ErrorBody> {
@@ -57,8 +82,14 @@ async function expectScheduled(response: Response, purgeAfter: string): Promise<
 function tenantlessAudit(t: TestApp, actorId: string, action?: string): Promise<AuditRow[]> {
   return t.database.withOwner((owner) =>
     owner.transaction().execute(async (trx) => {
-      await sql`select set_config('app.tenant_id', '', true), set_config('app.actor_id', ${actorId}, true)`.execute(trx);
-      let query = trx.selectFrom('audit_logs').selectAll().where('tenant_id', 'is', null).where('actor_id', '=', actorId);
+      await sql`select set_config('app.tenant_id', '', true), set_config('app.actor_id', ${actorId}, true)`.execute(
+        trx,
+      );
+      let query = trx
+        .selectFrom('audit_logs')
+        .selectAll()
+        .where('tenant_id', 'is', null)
+        .where('actor_id', '=', actorId);
       if (action) query = query.where('action', '=', action);
       return query.orderBy('created_at').orderBy('id').execute() as Promise<AuditRow[]>;
     }),
@@ -71,14 +102,33 @@ function userRows(t: TestApp, userId: string) {
     users: await owner.selectFrom('users').selectAll().where('id', '=', userId).execute(),
     sessions: await owner.selectFrom('sessions').select(['id']).where('user_id', '=', userId).orderBy('id').execute(),
     accounts: await owner.selectFrom('accounts').select(['id']).where('user_id', '=', userId).orderBy('id').execute(),
-    members: await owner.selectFrom('members').select(['id', 'organization_id', 'role', 'role_id']).where('user_id', '=', userId).orderBy('id').execute(),
+    members: await owner
+      .selectFrom('members')
+      .select(['id', 'organization_id', 'role', 'role_id'])
+      .where('user_id', '=', userId)
+      .orderBy('id')
+      .execute(),
   }));
 }
 
 function storedKeys(t: TestApp, tenantId: string) {
   return asOwnerInTenant(t, tenantId, (trx) =>
-    trx.selectFrom('api_keys').select(['id', 'created_by', 'revoked_at', 'key_hash', 'key_salt', 'lookup_digest']).where('tenant_id', '=', tenantId).orderBy('created_at').execute(),
-  ) as Promise<{ id: string; created_by: string; revoked_at: Date | null; key_hash: string; key_salt: string; lookup_digest: string }[]>;
+    trx
+      .selectFrom('api_keys')
+      .select(['id', 'created_by', 'revoked_at', 'key_hash', 'key_salt', 'lookup_digest'])
+      .where('tenant_id', '=', tenantId)
+      .orderBy('created_at')
+      .execute(),
+  ) as Promise<
+    {
+      id: string;
+      created_by: string;
+      revoked_at: Date | null;
+      key_hash: string;
+      key_salt: string;
+      lookup_digest: string;
+    }[]
+  >;
 }
 
 describe('account deletion (users/me)', { timeout: 120_000 }, () => {
@@ -89,11 +139,17 @@ describe('account deletion (users/me)', { timeout: 120_000 }, () => {
   });
   afterAll(() => t.close());
 
-  const schedule = async (user: SignedInUser, app: Pick<TestApp, 'app'> = t) => expectStatus<Scheduled>(await call(app, '/api/users/me/deletion', { method: 'POST', jar: user.jar }), 202);
-  const profileOf = async (user: SignedInUser) => expectStatus<Profile>(await call(t, '/api/users/me', { jar: user.jar }), 200);
+  const schedule = async (user: SignedInUser, app: Pick<TestApp, 'app'> = t) =>
+    expectStatus<Scheduled>(await call(app, '/api/users/me/deletion', { method: 'POST', jar: user.jar }), 202);
+  const profileOf = async (user: SignedInUser) =>
+    expectStatus<Profile>(await call(t, '/api/users/me', { jar: user.jar }), 200);
   const createKey = async (user: SignedInUser, name = `key ${crypto.randomUUID().slice(0, 6)}`) =>
-    expectStatus<{ id: string; key: string; lastFour: string }>(await call(t, '/api/api-keys', { body: { name, scopes: ['roles:read'] }, jar: user.jar }), 201);
-  const purge = (user: SignedInUser, body: unknown, app: Pick<TestApp, 'app'> = t) => call(app, '/api/users/me/purge', { body, jar: user.jar });
+    expectStatus<{ id: string; key: string; lastFour: string }>(
+      await call(t, '/api/api-keys', { body: { name, scopes: ['roles:read'] }, jar: user.jar }),
+      201,
+    );
+  const purge = (user: SignedInUser, body: unknown, app: Pick<TestApp, 'app'> = t) =>
+    call(app, '/api/users/me/purge', { body, jar: user.jar });
 
   describe('scheduling', () => {
     it('answers 202 with deletedAt (now) and purgeAfter 30 days later, and writes a tenant-less account.deletion_scheduled entry', async () => {
@@ -113,13 +169,20 @@ describe('account deletion (users/me)', { timeout: 120_000 }, () => {
     });
 
     it('uses ACCOUNT_DELETION_GRACE_DAYS for purgeAfter and for the date in the refusal', async () => {
-      const seven = await createTestApp({ database: t.database, clock: t.clock, env: { ACCOUNT_DELETION_GRACE_DAYS: '7' } });
+      const seven = await createTestApp({
+        database: t.database,
+        clock: t.clock,
+        env: { ACCOUNT_DELETION_GRACE_DAYS: '7' },
+      });
       try {
         const user = await signedInUser(t);
         const body = await schedule(user, seven);
         expect(body.deletedAt).toBe(t.clock().toISOString());
         expect(new Date(body.purgeAfter).getTime() - new Date(body.deletedAt).getTime()).toBe(7 * DAY);
-        await expectScheduled(await call(seven, '/api/auth/update-user', { body: { name: 'Renamed' }, jar: user.jar }), body.purgeAfter);
+        await expectScheduled(
+          await call(seven, '/api/auth/update-user', { body: { name: 'Renamed' }, jar: user.jar }),
+          body.purgeAfter,
+        );
       } finally {
         await seven.close();
       }
@@ -129,7 +192,10 @@ describe('account deletion (users/me)', { timeout: 120_000 }, () => {
       const user = await signedInUser(t);
       const first = await schedule(user);
       t.clock.advance(60_000);
-      await expectScheduled(await call(t, '/api/users/me/deletion', { method: 'POST', jar: user.jar }), first.purgeAfter);
+      await expectScheduled(
+        await call(t, '/api/users/me/deletion', { method: 'POST', jar: user.jar }),
+        first.purgeAfter,
+      );
       expect((await profileOf(user)).deletedAt).toBe(first.deletedAt);
       expect(await tenantlessAudit(t, user.id, 'account.deletion_scheduled')).toHaveLength(1);
     });
@@ -139,7 +205,11 @@ describe('account deletion (users/me)', { timeout: 120_000 }, () => {
       await expectError(await call(t, '/api/users/me'), 401, 'UNAUTHORIZED');
       await expectError(await call(t, '/api/users/me/export'), 401, 'UNAUTHORIZED');
       await expectError(await call(t, '/api/users/me/reactivate', { method: 'POST' }), 401, 'UNAUTHORIZED');
-      await expectError(await call(t, '/api/users/me/purge', { body: { confirmEmail: 'x@example.test' } }), 401, 'UNAUTHORIZED');
+      await expectError(
+        await call(t, '/api/users/me/purge', { body: { confirmEmail: 'x@example.test' } }),
+        401,
+        'UNAUTHORIZED',
+      );
     });
   });
 
@@ -159,8 +229,16 @@ describe('account deletion (users/me)', { timeout: 120_000 }, () => {
       () => call(t, '/api/api-keys', { jar: user.jar }),
       () => call(t, '/api/audit-logs', { jar: user.jar }),
       () => call(t, '/api/api-keys', { body: { name: 'while scheduled', scopes: ['roles:read'] }, jar: user.jar }),
-      () => call(t, '/api/roles', { body: { name: `Scheduled ${crypto.randomUUID().slice(0, 6)}`, description: 'x', permissions: ['roles:read'] }, jar: user.jar }),
-      () => call(t, '/api/auth/organization/create', { body: { name: 'Later', slug: `later-${crypto.randomUUID().slice(0, 8)}` }, jar: user.jar }),
+      () =>
+        call(t, '/api/roles', {
+          body: { name: `Scheduled ${crypto.randomUUID().slice(0, 6)}`, description: 'x', permissions: ['roles:read'] },
+          jar: user.jar,
+        }),
+      () =>
+        call(t, '/api/auth/organization/create', {
+          body: { name: 'Later', slug: `later-${crypto.randomUUID().slice(0, 8)}` },
+          jar: user.jar,
+        }),
       () => call(t, '/api/auth/update-user', { body: { name: `Renamed ${label}` }, jar: user.jar }),
       () => call(t, '/api/auth/organization/set-active', { body: { organizationId: org.id }, jar: user.jar }),
       () => call(t, '/api/auth/list-sessions', { jar: user.jar }),
@@ -189,9 +267,19 @@ describe('account deletion (users/me)', { timeout: 120_000 }, () => {
     it('still reaches the allowlist: profile, session, export, purge confirmation, sign-out and signing in again', async () => {
       const profile = await profileOf(user);
       expect(Object.keys(profile).sort()).toEqual(['deletedAt', 'email', 'emailVerified', 'id', 'name', 'role']);
-      expect(profile).toEqual({ id: user.id, email: user.email, name: 'Renamed control', role: 'user', emailVerified: true, deletedAt: scheduled.deletedAt });
+      expect(profile).toEqual({
+        id: user.id,
+        email: user.email,
+        name: 'Renamed control',
+        role: 'user',
+        emailVerified: true,
+        deletedAt: scheduled.deletedAt,
+      });
 
-      const session = await expectStatus<{ user: { id: string } } | null>(await call(t, '/api/session', { jar: user.jar }), 200);
+      const session = await expectStatus<{ user: { id: string } } | null>(
+        await call(t, '/api/session', { jar: user.jar }),
+        200,
+      );
       expect(session?.user.id).toBe(user.id);
 
       const exported = await expectStatus<Export>(await call(t, '/api/users/me/export', { jar: user.jar }), 200);
@@ -202,7 +290,10 @@ describe('account deletion (users/me)', { timeout: 120_000 }, () => {
       expect((await userRows(t, user.id)).users).toHaveLength(1);
 
       const second = new CookieJar();
-      await expectStatus(await call(t, '/api/auth/sign-in/email', { body: { email: user.email, password: PASSWORD }, jar: second }), 200);
+      await expectStatus(
+        await call(t, '/api/auth/sign-in/email', { body: { email: user.email, password: PASSWORD }, jar: second }),
+        200,
+      );
       await expectStatus(await call(t, '/api/users/me', { jar: second }), 200);
       await expectScheduled(await call(t, '/api/roles', { jar: second }), scheduled.purgeAfter);
 
@@ -214,7 +305,14 @@ describe('account deletion (users/me)', { timeout: 120_000 }, () => {
     it('reactivates: 200 profile with deletedAt null, account.reactivated, and the routes work again on the next request', async () => {
       const response = await call(t, '/api/users/me/reactivate', { method: 'POST', jar: user.jar });
       const profile = await expectStatus<Profile>(response, 200);
-      expect(profile).toEqual({ id: user.id, email: user.email, name: 'Renamed control', role: 'user', emailVerified: true, deletedAt: null });
+      expect(profile).toEqual({
+        id: user.id,
+        email: user.email,
+        name: 'Renamed control',
+        role: 'user',
+        emailVerified: true,
+        deletedAt: null,
+      });
       expect((await userRows(t, user.id)).users[0]!.deleted_at).toBeNull();
 
       const entries = await tenantlessAudit(t, user.id, 'account.reactivated');
@@ -228,7 +326,10 @@ describe('account deletion (users/me)', { timeout: 120_000 }, () => {
     });
 
     it('reactivating an account that is not scheduled answers 200 and writes no audit entry', async () => {
-      const profile = await expectStatus<Profile>(await call(t, '/api/users/me/reactivate', { method: 'POST', jar: user.jar }), 200);
+      const profile = await expectStatus<Profile>(
+        await call(t, '/api/users/me/reactivate', { method: 'POST', jar: user.jar }),
+        200,
+      );
       expect(profile.deletedAt).toBeNull();
       expect(await tenantlessAudit(t, user.id, 'account.reactivated')).toHaveLength(1);
     });
@@ -241,7 +342,13 @@ describe('account deletion (users/me)', { timeout: 120_000 }, () => {
       // Another user of the same organization, with their own key and actions.
       const other = await newMember(t, org, 'admin', { name: 'Oscar Other' });
       const othersKey = await createKey(other, 'not yours');
-      const othersRole = await expectStatus<{ id: string }>(await call(t, '/api/roles', { body: { name: 'Other Role', description: 'by other', permissions: ['roles:read'] }, jar: other.jar }), 201);
+      const othersRole = await expectStatus<{ id: string }>(
+        await call(t, '/api/roles', {
+          body: { name: 'Other Role', description: 'by other', permissions: ['roles:read'] },
+          jar: other.jar,
+        }),
+        201,
+      );
       // A second organization, owned by the other user, which the user joins as a member.
       const second = await createOrganization(t, other, { name: 'Second Org' });
       const secondMemberId = await addMember(t, second, user, 'member');
@@ -258,23 +365,57 @@ describe('account deletion (users/me)', { timeout: 120_000 }, () => {
       const body = await expectStatus<Export>(response, 200);
       expect(Object.keys(body).sort()).toEqual(['apiKeys', 'auditEntries', 'memberships', 'profile']);
 
-      expect(body.profile).toEqual({ id: user.id, email: user.email, name: 'Erin Exporter', role: 'user', emailVerified: true, deletedAt: scheduled.deletedAt });
+      expect(body.profile).toEqual({
+        id: user.id,
+        email: user.email,
+        name: 'Erin Exporter',
+        role: 'user',
+        emailVerified: true,
+        deletedAt: scheduled.deletedAt,
+      });
 
       expect(body.memberships).toHaveLength(2);
       expect(body.memberships).toEqual(
         expect.arrayContaining([
-          expect.objectContaining({ memberId: org.ownerMemberId, organizationId: org.id, organizationName: org.name, organizationSlug: org.slug, roleSlug: 'owner', roleName: 'Owner' }),
-          expect.objectContaining({ memberId: secondMemberId, organizationId: second.id, organizationName: 'Second Org', roleSlug: 'member', roleName: 'Member' }),
+          expect.objectContaining({
+            memberId: org.ownerMemberId,
+            organizationId: org.id,
+            organizationName: org.name,
+            organizationSlug: org.slug,
+            roleSlug: 'owner',
+            roleName: 'Owner',
+          }),
+          expect.objectContaining({
+            memberId: secondMemberId,
+            organizationId: second.id,
+            organizationName: 'Second Org',
+            roleSlug: 'member',
+            roleName: 'Member',
+          }),
         ]),
       );
 
       // Metadata of the keys the user created, never the secret material.
       expect(body.apiKeys.map((k) => k.id).sort()).toEqual([mine.id, revoked.id].sort());
       for (const key of body.apiKeys) {
-        expect(Object.keys(key).sort()).toEqual(['createdAt', 'expiresAt', 'id', 'lastFour', 'name', 'organizationId', 'revokedAt', 'scopes']);
+        expect(Object.keys(key).sort()).toEqual([
+          'createdAt',
+          'expiresAt',
+          'id',
+          'lastFour',
+          'name',
+          'organizationId',
+          'revokedAt',
+          'scopes',
+        ]);
         expect(key.organizationId).toBe(org.id);
       }
-      expect(body.apiKeys.find((k) => k.id === mine.id)).toMatchObject({ name: 'mine', scopes: ['roles:read'], lastFour: mine.lastFour, revokedAt: null });
+      expect(body.apiKeys.find((k) => k.id === mine.id)).toMatchObject({
+        name: 'mine',
+        scopes: ['roles:read'],
+        lastFour: mine.lastFour,
+        revokedAt: null,
+      });
       expect(body.apiKeys.find((k) => k.id === revoked.id)?.revokedAt).toEqual(expect.any(String));
       expect(text).not.toMatch(/sk_live_/);
       expect(text).not.toMatch(/keyHash|keySalt|lookupDigest|key_hash|key_salt|lookup_digest/);
@@ -287,15 +428,35 @@ describe('account deletion (users/me)', { timeout: 120_000 }, () => {
       // The audit entries the user acted in, tenant-less ones included.
       const actions = body.auditEntries.map((e) => `${e.action}@${e.organizationId}`);
       expect(actions).toEqual(
-        expect.arrayContaining([`api_key.created@${org.id}`, `api_key.revoked@${org.id}`, `account.deletion_scheduled@null`]),
+        expect.arrayContaining([
+          `api_key.created@${org.id}`,
+          `api_key.revoked@${org.id}`,
+          `account.deletion_scheduled@null`,
+        ]),
       );
-      const ownIds = new Set([...(await auditRows(t, org.id)), ...(await auditRows(t, second.id)), ...(await tenantlessAudit(t, user.id))].filter((r) => r.actor_id === user.id).map((r) => r.id));
+      const ownIds = new Set(
+        [...(await auditRows(t, org.id)), ...(await auditRows(t, second.id)), ...(await tenantlessAudit(t, user.id))]
+          .filter((r) => r.actor_id === user.id)
+          .map((r) => r.id),
+      );
       expect(new Set(body.auditEntries.map((e) => e.id))).toEqual(ownIds);
 
       // Nothing that belongs to the other user appears anywhere.
-      const othersAudit = [...(await auditRows(t, org.id)), ...(await auditRows(t, second.id))].filter((r) => r.actor_id === other.id);
+      const othersAudit = [...(await auditRows(t, org.id)), ...(await auditRows(t, second.id))].filter(
+        (r) => r.actor_id === other.id,
+      );
       expect(othersAudit.length).toBeGreaterThanOrEqual(3);
-      for (const foreign of [other.id, other.email, other.name, other.memberId, othersKey.id, othersSecondKey.id, othersRole.id, 'not yours', ...othersAudit.map((r) => r.id)]) {
+      for (const foreign of [
+        other.id,
+        other.email,
+        other.name,
+        other.memberId,
+        othersKey.id,
+        othersSecondKey.id,
+        othersRole.id,
+        'not yours',
+        ...othersAudit.map((r) => r.id),
+      ]) {
         expect(text).not.toContain(foreign);
       }
     });
@@ -329,7 +490,13 @@ describe('account deletion (users/me)', { timeout: 120_000 }, () => {
       const sharedKey = await createKey(user, 'shared key');
       const stayersKey = await createKey(shared.owner, 'stayer key');
       const secondSession = new CookieJar();
-      await expectStatus(await call(t, '/api/auth/sign-in/email', { body: { email: user.email, password: PASSWORD }, jar: secondSession }), 200);
+      await expectStatus(
+        await call(t, '/api/auth/sign-in/email', {
+          body: { email: user.email, password: PASSWORD },
+          jar: secondSession,
+        }),
+        200,
+      );
 
       await schedule(user);
       const before = await userRows(t, user.id);
@@ -345,7 +512,9 @@ describe('account deletion (users/me)', { timeout: 120_000 }, () => {
       await expectError(await call(t, '/api/users/me', { jar: user.jar }), 401, 'UNAUTHORIZED');
       expect(await expectStatus(await call(t, '/api/session', { jar: user.jar }), 200)).toBeNull();
       expect(await expectStatus(await call(t, '/api/session', { jar: secondSession }), 200)).toBeNull();
-      expect((await call(t, '/api/auth/sign-in/email', { body: { email: user.email, password: PASSWORD } })).status).toBe(401);
+      expect(
+        (await call(t, '/api/auth/sign-in/email', { body: { email: user.email, password: PASSWORD } })).status,
+      ).toBe(401);
 
       // Keys revoked, each with an api_key.revoked entry in its organization; the other member's key untouched.
       const sharedKeys = await storedKeys(t, shared.id);
@@ -354,7 +523,10 @@ describe('account deletion (users/me)', { timeout: 120_000 }, () => {
       expect((await storedKeys(t, solo.id)).find((k) => k.id === soloKey.id)?.revoked_at).not.toBeNull();
       const sharedRevoked = await auditRows(t, shared.id, 'api_key.revoked');
       expect(sharedRevoked).toHaveLength(1);
-      expect(sharedRevoked[0]).toMatchObject({ actor_id: user.id, metadata: { keyId: sharedKey.id, name: 'shared key' } });
+      expect(sharedRevoked[0]).toMatchObject({
+        actor_id: user.id,
+        metadata: { keyId: sharedKey.id, name: 'shared key' },
+      });
       const soloRevoked = await auditRows(t, solo.id, 'api_key.revoked');
       expect(soloRevoked.map((r) => r.metadata.keyId)).toEqual([soloKey.id]);
 
@@ -366,9 +538,14 @@ describe('account deletion (users/me)', { timeout: 120_000 }, () => {
       expect(JSON.stringify(purged[0])).not.toContain('Paula');
 
       // The organization where the user was alone is gone; the shared one stays, without them.
-      const orgs = await t.database.withOwner((owner) => owner.selectFrom('organizations').select('id').where('id', 'in', [solo.id, shared.id]).execute());
+      const orgs = await t.database.withOwner((owner) =>
+        owner.selectFrom('organizations').select('id').where('id', 'in', [solo.id, shared.id]).execute(),
+      );
       expect(orgs.map((o: { id: string }) => o.id)).toEqual([shared.id]);
-      const members = await expectStatus<{ userId: string }[]>(await call(t, '/api/members', { jar: shared.owner.jar }), 200);
+      const members = await expectStatus<{ userId: string }[]>(
+        await call(t, '/api/members', { jar: shared.owner.jar }),
+        200,
+      );
       expect(members.map((m) => m.userId)).toEqual([shared.owner.id]);
     });
 
@@ -387,15 +564,25 @@ describe('account deletion (users/me)', { timeout: 120_000 }, () => {
       expect(await userRows(t, user.id)).toEqual(before);
       expect(await auditRows(t, org.id)).toEqual(auditBefore);
       expect(await tenantlessAudit(t, user.id, 'account.purged')).toEqual([]);
-      const keys = await expectStatus<{ id: string; revokedAt: string | null }[]>(await call(t, '/api/api-keys', { jar: member.jar }), 200);
+      const keys = await expectStatus<{ id: string; revokedAt: string | null }[]>(
+        await call(t, '/api/api-keys', { jar: member.jar }),
+        200,
+      );
       expect(keys.find((k) => k.id === key.id)?.revokedAt).toBeNull();
-      const members = await expectStatus<{ userId: string; roleSlug: string }[]>(await call(t, '/api/members', { jar: member.jar }), 200);
+      const members = await expectStatus<{ userId: string; roleSlug: string }[]>(
+        await call(t, '/api/members', { jar: member.jar }),
+        200,
+      );
       expect(members.find((m) => m.userId === user.id)?.roleSlug).toBe('owner');
       await expectStatus(await call(t, '/api/users/me', { jar: user.jar }), 200);
     });
 
     it('is in the auth rate-limit tier: the third call within the window answers 429', async () => {
-      const limited = await createTestApp({ database: t.database, clock: t.clock, env: { RATE_LIMIT_ENABLED: 'true', RATE_LIMIT_AUTH_LIMIT: '2' } });
+      const limited = await createTestApp({
+        database: t.database,
+        clock: t.clock,
+        env: { RATE_LIMIT_ENABLED: 'true', RATE_LIMIT_AUTH_LIMIT: '2' },
+      });
       try {
         const user = await signedInUser(t);
         await schedule(user);

@@ -16,7 +16,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ORGANIZATION_PERMISSIONS } from '../../src/auth/library-routes.js';
 import { createTestApp, type TestApp } from '../support/app.js';
-import { call, CookieJar, type RequestOptions } from '../support/http.js';
+import { CookieJar, call, type RequestOptions } from '../support/http.js';
 import {
   ALL_PERMISSIONS,
   createOrganization,
@@ -25,13 +25,13 @@ import {
   invitationIdFromMail,
   invite,
   newMember,
-  roleBySlug,
   type RoleRecord,
+  roleBySlug,
   type TestMember,
   type TestOrganization,
 } from '../support/orgs.js';
-import { PASSWORD, signedInUser, uniqueEmail, type SignedInUser } from '../support/users.js';
-import { concrete, walkRoutes, type Operation, type Walk } from './routes.js';
+import { PASSWORD, type SignedInUser, signedInUser, uniqueEmail } from '../support/users.js';
+import { concrete, type Operation, type Walk, walkRoutes } from './routes.js';
 import { contractProblems, counts, fingerprint } from './support.js';
 
 interface Fixture {
@@ -55,19 +55,37 @@ interface Built {
  */
 const BUILDERS: Record<string, (a: Fixture, caller: { id: string; email: string }) => Built> = {
   'GET /api/roles': () => ({ path: '/api/roles' }),
-  'POST /api/roles': () => ({ path: '/api/roles', body: { name: `Matrix ${crypto.randomUUID().slice(0, 6)}`, permissions: ['roles:read'] } }),
-  'PATCH /api/roles/{id}': (a) => ({ path: `/api/roles/${a.customRole.id}`, body: { description: 'changed by the matrix' } }),
+  'POST /api/roles': () => ({
+    path: '/api/roles',
+    body: { name: `Matrix ${crypto.randomUUID().slice(0, 6)}`, permissions: ['roles:read'] },
+  }),
+  'PATCH /api/roles/{id}': (a) => ({
+    path: `/api/roles/${a.customRole.id}`,
+    body: { description: 'changed by the matrix' },
+  }),
   'DELETE /api/roles/{id}': (a) => ({ path: `/api/roles/${a.customRole.id}` }),
   'GET /api/members': () => ({ path: '/api/members' }),
-  'PATCH /api/admin/members/{memberId}': (a) => ({ path: `/api/admin/members/${a.member.memberId}`, body: { roleId: a.viewerRole.id } }),
-  'PATCH /api/roles/members/{id}/role': (a) => ({ path: `/api/roles/members/${a.member.memberId}/role`, body: { roleId: a.viewerRole.id } }),
-  'POST /api/roles/transfer-ownership': (a) => ({ path: '/api/roles/transfer-ownership', body: { targetMemberId: a.admin.memberId } }),
+  'PATCH /api/admin/members/{memberId}': (a) => ({
+    path: `/api/admin/members/${a.member.memberId}`,
+    body: { roleId: a.viewerRole.id },
+  }),
+  'PATCH /api/roles/members/{id}/role': (a) => ({
+    path: `/api/roles/members/${a.member.memberId}/role`,
+    body: { roleId: a.viewerRole.id },
+  }),
+  'POST /api/roles/transfer-ownership': (a) => ({
+    path: '/api/roles/transfer-ownership',
+    body: { targetMemberId: a.admin.memberId },
+  }),
   'POST /api/api-keys': () => ({ path: '/api/api-keys', body: { name: 'matrix key', scopes: ['roles:read'] } }),
   'GET /api/api-keys': () => ({ path: '/api/api-keys' }),
   'DELETE /api/api-keys/{id}': (a) => ({ path: `/api/api-keys/${a.keyId}` }),
   'GET /api/audit-logs': () => ({ path: '/api/audit-logs' }),
   'GET /api/admin/users': () => ({ path: '/api/admin/users' }),
-  'PATCH /api/admin/users/{id}/role': (a) => ({ path: `/api/admin/users/${a.member.id}/role`, body: { role: 'admin' } }),
+  'PATCH /api/admin/users/{id}/role': (a) => ({
+    path: `/api/admin/users/${a.member.id}/role`,
+    body: { role: 'admin' },
+  }),
   'GET /api/users/me': () => ({ path: '/api/users/me' }),
   'POST /api/users/me/deletion': () => ({ path: '/api/users/me/deletion' }),
   'POST /api/users/me/reactivate': () => ({ path: '/api/users/me/reactivate' }),
@@ -77,11 +95,26 @@ const BUILDERS: Record<string, (a: Fixture, caller: { id: string; email: string 
 
 /** The organization plugin's routes our gate guards (src/auth/organization-gate.ts), with a valid body naming `a`'s ids. */
 const LIBRARY_BUILDERS: Record<string, (a: Fixture) => Built> = {
-  '/api/auth/organization/invite-member': (a) => ({ path: '/api/auth/organization/invite-member', body: { email: uniqueEmail('matrix-invitee'), role: 'member', organizationId: a.org.id } }),
-  '/api/auth/organization/cancel-invitation': (a) => ({ path: '/api/auth/organization/cancel-invitation', body: { invitationId: a.invitationId } }),
-  '/api/auth/organization/remove-member': (a) => ({ path: '/api/auth/organization/remove-member', body: { memberIdOrEmail: a.member.memberId, organizationId: a.org.id } }),
-  '/api/auth/organization/update': (a) => ({ path: '/api/auth/organization/update', body: { organizationId: a.org.id, data: { name: 'Renamed by the matrix' } } }),
-  '/api/auth/organization/delete': (a) => ({ path: '/api/auth/organization/delete', body: { organizationId: a.org.id } }),
+  '/api/auth/organization/invite-member': (a) => ({
+    path: '/api/auth/organization/invite-member',
+    body: { email: uniqueEmail('matrix-invitee'), role: 'member', organizationId: a.org.id },
+  }),
+  '/api/auth/organization/cancel-invitation': (a) => ({
+    path: '/api/auth/organization/cancel-invitation',
+    body: { invitationId: a.invitationId },
+  }),
+  '/api/auth/organization/remove-member': (a) => ({
+    path: '/api/auth/organization/remove-member',
+    body: { memberIdOrEmail: a.member.memberId, organizationId: a.org.id },
+  }),
+  '/api/auth/organization/update': (a) => ({
+    path: '/api/auth/organization/update',
+    body: { organizationId: a.org.id, data: { name: 'Renamed by the matrix' } },
+  }),
+  '/api/auth/organization/delete': (a) => ({
+    path: '/api/auth/organization/delete',
+    body: { organizationId: a.org.id },
+  }),
 };
 
 function methodOf(key: string): string {
@@ -112,16 +145,25 @@ describe('authorization matrix', () => {
     const member = await newMember(t, org, 'member');
     const customRole = await createRole(t, owner, { name: 'Matrix custom', permissions: ['roles:read'] });
     const viewerRole = await roleBySlug(t, owner, 'viewer');
-    const key = await expectStatus<{ id: string }>(await call(t, '/api/api-keys', { body: { name: 'fixture key', scopes: ['roles:read'] }, jar: owner.jar }), 201);
+    const key = await expectStatus<{ id: string }>(
+      await call(t, '/api/api-keys', { body: { name: 'fixture key', scopes: ['roles:read'] }, jar: owner.jar }),
+      201,
+    );
     const pending = uniqueEmail('pending');
     await expectStatus(await invite(t, owner, { email: pending, role: 'member', organizationId: org.id }), 200);
     a = { org, customRole, viewerRole, admin, member, keyId: key.id, invitationId: invitationIdFromMail(t, pending) };
 
     walk = await walkRoutes(t, owner.jar);
-    const needed = new Set<string>([...walk.operations.flatMap((op) => (typeof op.access === 'object' ? (op.access.permissions ?? []) : [])), ...Object.values(ORGANIZATION_PERMISSIONS)]);
+    const needed = new Set<string>([
+      ...walk.operations.flatMap((op) => (typeof op.access === 'object' ? (op.access.permissions ?? []) : [])),
+      ...Object.values(ORGANIZATION_PERMISSIONS),
+    ]);
     for (const permission of needed) {
       const slug = `without-${permission.replace(/[:_]/g, '-')}`;
-      await createRole(t, owner, { name: `Without ${permission.replace(/[:_]/g, ' ')}`, permissions: ALL_PERMISSIONS.filter((p) => p !== permission) });
+      await createRole(t, owner, {
+        name: `Without ${permission.replace(/[:_]/g, ' ')}`,
+        permissions: ALL_PERMISSIONS.filter((p) => p !== permission),
+      });
       expect((await roleBySlug(t, owner, slug)).permissions).not.toContain(permission);
       lacking.set(permission, await newMember(t, org, slug));
     }
@@ -132,14 +174,19 @@ describe('authorization matrix', () => {
     outsiderMember = await newMember(t, outsiderOrg, 'member');
     loner = await signedInUser(t);
     platformAdmin = await signedInUser(t);
-    await t.database.withOwner((db) => db.updateTable('users').set({ role: 'admin' }).where('id', '=', platformAdmin.id).execute());
+    await t.database.withOwner((db) =>
+      db.updateTable('users').set({ role: 'admin' }).where('id', '=', platformAdmin.id).execute(),
+    );
     superadmin = await signedInUser(t);
-    await t.database.withOwner((db) => db.updateTable('users').set({ role: 'superadmin' }).where('id', '=', superadmin.id).execute());
+    await t.database.withOwner((db) =>
+      db.updateTable('users').set({ role: 'superadmin' }).where('id', '=', superadmin.id).execute(),
+    );
   }, 600_000);
   afterAll(() => t?.close());
 
   const protectedOps = () => walk.operations.filter((op) => typeof op.access === 'object');
-  const permissionOps = () => protectedOps().filter((op) => typeof op.access === 'object' && (op.access.permissions?.length ?? 0) > 0);
+  const permissionOps = () =>
+    protectedOps().filter((op) => typeof op.access === 'object' && (op.access.permissions?.length ?? 0) > 0);
   const platformOps = () => protectedOps().filter((op) => typeof op.access === 'object' && op.access.platformRoles);
 
   function request(key: string, built: Built, jar?: CookieJar): Promise<Response> {
@@ -149,15 +196,26 @@ describe('authorization matrix', () => {
   }
 
   /** Sends, expects `status` and `code` in the contract's shape, and the database unchanged. */
-  async function expectRefused(label: string, send: () => Promise<Response>, status: number, code: string): Promise<string[]> {
+  async function expectRefused(
+    label: string,
+    send: () => Promise<Response>,
+    status: number,
+    code: string,
+  ): Promise<string[]> {
     const before = await fingerprint(t);
     const res = await send();
     const text = await res.text();
-    const problems = contractProblems(res.status, res.headers.get('content-type') ?? '', text, (s) => s === status).map((p) => `${label}: ${p}`);
-    if (!text.includes(`"code":"${code}"`)) problems.push(`${label}: expected ${status} ${code}, got ${res.status} ${text.slice(0, 200)}`);
+    const problems = contractProblems(res.status, res.headers.get('content-type') ?? '', text, (s) => s === status).map(
+      (p) => `${label}: ${p}`,
+    );
+    if (!text.includes(`"code":"${code}"`))
+      problems.push(`${label}: expected ${status} ${code}, got ${res.status} ${text.slice(0, 200)}`);
     const after = await fingerprint(t);
     const changed = Object.keys(after).filter((table) => after[table] !== before[table]);
-    if (changed.length) problems.push(`${label}: wrote to ${changed.join(', ')} (${JSON.stringify(counts(before))} -> ${JSON.stringify(counts(after))})`);
+    if (changed.length)
+      problems.push(
+        `${label}: wrote to ${changed.join(', ')} (${JSON.stringify(counts(before))} -> ${JSON.stringify(counts(after))})`,
+      );
     return problems;
   }
 
@@ -167,20 +225,53 @@ describe('authorization matrix', () => {
     expect(keys.filter((key) => !BUILDERS[key])).toEqual([]);
     // The open ones are open on purpose.
     const open = walk.operations.filter((op) => typeof op.access !== 'object').map((op) => op.key);
-    expect(open.sort()).toEqual(['GET /api/auth/providers', 'GET /api/health', 'GET /api/session', 'POST /api/cron/purge-accounts'].sort());
+    expect(open.sort()).toEqual(
+      ['GET /api/auth/providers', 'GET /api/health', 'GET /api/session', 'POST /api/cron/purge-accounts'].sort(),
+    );
   });
 
   it('no session: 401 UNAUTHORIZED on every protected route (and the cron route without its secret), nothing written', async () => {
     const problems: string[] = [];
-    for (const op of protectedOps()) problems.push(...(await expectRefused(`${op.key} signed out`, () => request(op.key, BUILDERS[op.key]!(a, { id: '', email: 'x@example.test' })), 401, 'UNAUTHORIZED')));
+    for (const op of protectedOps())
+      problems.push(
+        ...(await expectRefused(
+          `${op.key} signed out`,
+          () => request(op.key, BUILDERS[op.key]!(a, { id: '', email: 'x@example.test' })),
+          401,
+          'UNAUTHORIZED',
+        )),
+      );
     for (const op of walk.operations.filter((candidate) => candidate.hasOwnCredentials)) {
-      problems.push(...(await expectRefused(`${op.key} without credentials`, () => call(t, concrete(op), { method: op.method }), 401, 'UNAUTHORIZED')));
-      problems.push(...(await expectRefused(`${op.key} with a wrong secret`, () => call(t, concrete(op), { method: op.method, headers: { authorization: 'Bearer not-the-secret-at-all' } }), 401, 'UNAUTHORIZED')));
+      problems.push(
+        ...(await expectRefused(
+          `${op.key} without credentials`,
+          () => call(t, concrete(op), { method: op.method }),
+          401,
+          'UNAUTHORIZED',
+        )),
+      );
+      problems.push(
+        ...(await expectRefused(
+          `${op.key} with a wrong secret`,
+          () =>
+            call(t, concrete(op), { method: op.method, headers: { authorization: 'Bearer not-the-secret-at-all' } }),
+          401,
+          'UNAUTHORIZED',
+        )),
+      );
     }
     // A forged or foreign cookie is no session either.
     const forged = new CookieJar();
     forged.store(new Response(null, { headers: [['set-cookie', 'gatehouse.session_token=forged.value; Path=/']] }));
-    for (const op of protectedOps()) problems.push(...(await expectRefused(`${op.key} forged cookie`, () => request(op.key, BUILDERS[op.key]!(a, { id: '', email: 'x@example.test' }), forged), 401, 'UNAUTHORIZED')));
+    for (const op of protectedOps())
+      problems.push(
+        ...(await expectRefused(
+          `${op.key} forged cookie`,
+          () => request(op.key, BUILDERS[op.key]!(a, { id: '', email: 'x@example.test' }), forged),
+          401,
+          'UNAUTHORIZED',
+        )),
+      );
     expect(problems).toEqual([]);
   });
 
@@ -191,7 +282,14 @@ describe('authorization matrix', () => {
       const required = (op.access as { permissions: string[] }).permissions;
       for (const permission of required) {
         const member = lacking.get(permission)!;
-        problems.push(...(await expectRefused(`${op.key} without ${permission}`, () => request(op.key, BUILDERS[op.key]!(a, member), member.jar), 403, 'INSUFFICIENT_PERMISSIONS')));
+        problems.push(
+          ...(await expectRefused(
+            `${op.key} without ${permission}`,
+            () => request(op.key, BUILDERS[op.key]!(a, member), member.jar),
+            403,
+            'INSUFFICIENT_PERMISSIONS',
+          )),
+        );
         checked += 1;
       }
     }
@@ -201,7 +299,15 @@ describe('authorization matrix', () => {
 
   it('signed in without an active organization: 403 NO_ACTIVE_ORGANIZATION on every permission route, nothing written', async () => {
     const problems: string[] = [];
-    for (const op of permissionOps()) problems.push(...(await expectRefused(`${op.key} with no organization`, () => request(op.key, BUILDERS[op.key]!(a, loner), loner.jar), 403, 'NO_ACTIVE_ORGANIZATION')));
+    for (const op of permissionOps())
+      problems.push(
+        ...(await expectRefused(
+          `${op.key} with no organization`,
+          () => request(op.key, BUILDERS[op.key]!(a, loner), loner.jar),
+          403,
+          'NO_ACTIVE_ORGANIZATION',
+        )),
+      );
     expect(problems).toEqual([]);
   });
 
@@ -209,8 +315,23 @@ describe('authorization matrix', () => {
     const problems: string[] = [];
     for (const op of platformOps()) {
       const roles = (op.access as { platformRoles: string[] }).platformRoles;
-      problems.push(...(await expectRefused(`${op.key} as a plain user (an Owner)`, () => request(op.key, BUILDERS[op.key]!(a, a.org.owner), a.org.owner.jar), 403, 'FORBIDDEN')));
-      if (!roles.includes('admin')) problems.push(...(await expectRefused(`${op.key} as a platform admin`, () => request(op.key, BUILDERS[op.key]!(a, platformAdmin), platformAdmin.jar), 403, 'FORBIDDEN')));
+      problems.push(
+        ...(await expectRefused(
+          `${op.key} as a plain user (an Owner)`,
+          () => request(op.key, BUILDERS[op.key]!(a, a.org.owner), a.org.owner.jar),
+          403,
+          'FORBIDDEN',
+        )),
+      );
+      if (!roles.includes('admin'))
+        problems.push(
+          ...(await expectRefused(
+            `${op.key} as a platform admin`,
+            () => request(op.key, BUILDERS[op.key]!(a, platformAdmin), platformAdmin.jar),
+            403,
+            'FORBIDDEN',
+          )),
+        );
     }
     expect(platformOps().length).toBeGreaterThanOrEqual(2);
     expect(problems).toEqual([]);
@@ -218,25 +339,79 @@ describe('authorization matrix', () => {
 
   it("the Owner of another organization using this organization's ids: 404 NOT_FOUND (409 TARGET_NOT_ADMIN for a transfer), nothing written", async () => {
     const problems: string[] = [];
-    const idRoutes = permissionOps().filter((op) => op.pathParams.length > 0 || op.key === 'POST /api/roles/transfer-ownership');
+    const idRoutes = permissionOps().filter(
+      (op) => op.pathParams.length > 0 || op.key === 'POST /api/roles/transfer-ownership',
+    );
     for (const op of idRoutes) {
-      const expected: [number, string] = op.key === 'POST /api/roles/transfer-ownership' ? [409, 'TARGET_NOT_ADMIN'] : [404, 'NOT_FOUND'];
-      problems.push(...(await expectRefused(`${op.key} across tenants`, () => request(op.key, BUILDERS[op.key]!(a, outsider), outsider.jar), ...expected)));
+      const expected: [number, string] =
+        op.key === 'POST /api/roles/transfer-ownership' ? [409, 'TARGET_NOT_ADMIN'] : [404, 'NOT_FOUND'];
+      problems.push(
+        ...(await expectRefused(
+          `${op.key} across tenants`,
+          () => request(op.key, BUILDERS[op.key]!(a, outsider), outsider.jar),
+          ...expected,
+        )),
+      );
     }
     // Own member, the other organization's role: the role is not found.
-    for (const path of [`/api/admin/members/${outsiderMember.memberId}`, `/api/roles/members/${outsiderMember.memberId}/role`]) {
-      problems.push(...(await expectRefused(`PATCH ${path} with a foreign role`, () => call(t, path, { method: 'PATCH', body: { roleId: a.customRole.id }, jar: outsider.jar }), 404, 'NOT_FOUND')));
+    for (const path of [
+      `/api/admin/members/${outsiderMember.memberId}`,
+      `/api/roles/members/${outsiderMember.memberId}/role`,
+    ]) {
+      problems.push(
+        ...(await expectRefused(
+          `PATCH ${path} with a foreign role`,
+          () => call(t, path, { method: 'PATCH', body: { roleId: a.customRole.id }, jar: outsider.jar }),
+          404,
+          'NOT_FOUND',
+        )),
+      );
     }
     // And the reverse: a member of `a` naming the outsider's role and member.
-    problems.push(...(await expectRefused('PATCH a foreign role from inside', () => call(t, `/api/roles/${outsiderRole.id}`, { method: 'PATCH', body: { description: 'x' }, jar: a.org.owner.jar }), 404, 'NOT_FOUND')));
-    problems.push(...(await expectRefused('DELETE a foreign role from inside', () => call(t, `/api/roles/${outsiderRole.id}`, { method: 'DELETE', jar: a.org.owner.jar }), 404, 'NOT_FOUND')));
+    problems.push(
+      ...(await expectRefused(
+        'PATCH a foreign role from inside',
+        () =>
+          call(t, `/api/roles/${outsiderRole.id}`, {
+            method: 'PATCH',
+            body: { description: 'x' },
+            jar: a.org.owner.jar,
+          }),
+        404,
+        'NOT_FOUND',
+      )),
+    );
+    problems.push(
+      ...(await expectRefused(
+        'DELETE a foreign role from inside',
+        () => call(t, `/api/roles/${outsiderRole.id}`, { method: 'DELETE', jar: a.org.owner.jar }),
+        404,
+        'NOT_FOUND',
+      )),
+    );
     expect(idRoutes.length).toBeGreaterThanOrEqual(6);
     expect(problems).toEqual([]);
   });
 
   it("the other organization's lists never carry this organization's ids", async () => {
-    const mine = [a.org.id, a.customRole.id, a.viewerRole.id, a.admin.memberId, a.member.memberId, a.keyId, a.org.owner.id, a.org.ownerMemberId];
-    for (const path of ['/api/roles', '/api/members', '/api/api-keys', '/api/audit-logs', '/api/session', '/api/users/me/export']) {
+    const mine = [
+      a.org.id,
+      a.customRole.id,
+      a.viewerRole.id,
+      a.admin.memberId,
+      a.member.memberId,
+      a.keyId,
+      a.org.owner.id,
+      a.org.ownerMemberId,
+    ];
+    for (const path of [
+      '/api/roles',
+      '/api/members',
+      '/api/api-keys',
+      '/api/audit-logs',
+      '/api/session',
+      '/api/users/me/export',
+    ]) {
       const res = await call(t, path, { jar: outsider.jar });
       expect(res.status, path).toBe(200);
       const text = await res.text();
@@ -254,14 +429,44 @@ describe('authorization matrix', () => {
       }
       const member = lacking.get(permission)!;
       const built = build(a);
-      problems.push(...(await expectRefused(`${path} without ${permission}`, () => call(t, built.path, { body: built.body, jar: member.jar }), 403, 'INSUFFICIENT_PERMISSIONS')));
-      problems.push(...(await expectRefused(`${path} signed out`, () => call(t, built.path, { body: built.body }), 401, 'UNAUTHORIZED')));
-      problems.push(...(await expectRefused(`${path} across tenants`, () => call(t, built.path, { body: built.body, jar: outsider.jar }), 403, 'INSUFFICIENT_PERMISSIONS')));
+      problems.push(
+        ...(await expectRefused(
+          `${path} without ${permission}`,
+          () => call(t, built.path, { body: built.body, jar: member.jar }),
+          403,
+          'INSUFFICIENT_PERMISSIONS',
+        )),
+      );
+      problems.push(
+        ...(await expectRefused(
+          `${path} signed out`,
+          () => call(t, built.path, { body: built.body }),
+          401,
+          'UNAUTHORIZED',
+        )),
+      );
+      problems.push(
+        ...(await expectRefused(
+          `${path} across tenants`,
+          () => call(t, built.path, { body: built.body, jar: outsider.jar }),
+          403,
+          'INSUFFICIENT_PERMISSIONS',
+        )),
+      );
     }
     // Joining or reading another organization by naming it.
-    problems.push(...(await expectRefused('set-active across tenants', () => call(t, '/api/auth/organization/set-active', { body: { organizationId: a.org.id }, jar: outsider.jar }), 403, 'USER_IS_NOT_A_MEMBER_OF_THE_ORGANIZATION')));
+    problems.push(
+      ...(await expectRefused(
+        'set-active across tenants',
+        () => call(t, '/api/auth/organization/set-active', { body: { organizationId: a.org.id }, jar: outsider.jar }),
+        403,
+        'USER_IS_NOT_A_MEMBER_OF_THE_ORGANIZATION',
+      )),
+    );
     expect(problems).toEqual([]);
-    const full = await call(t, `/api/auth/organization/get-full-organization?organizationId=${a.org.id}`, { jar: outsider.jar });
+    const full = await call(t, `/api/auth/organization/get-full-organization?organizationId=${a.org.id}`, {
+      jar: outsider.jar,
+    });
     expect(full.status).toBeGreaterThanOrEqual(400);
     expect(await full.text()).not.toContain(a.member.memberId);
   });
@@ -285,7 +490,9 @@ describe('authorization matrix', () => {
     it('every service body refuses tenantId, organizationId, isDefault, keyHash, createdBy (and their kin) with 400, nothing written', async () => {
       const problems: string[] = [];
       const bodyOps = protectedOps().filter((op) => op.body);
-      expect(bodyOps.map((op) => op.key)).toEqual(expect.arrayContaining(['POST /api/roles', 'PATCH /api/roles/{id}', 'POST /api/api-keys']));
+      expect(bodyOps.map((op) => op.key)).toEqual(
+        expect.arrayContaining(['POST /api/roles', 'PATCH /api/roles/{id}', 'POST /api/api-keys']),
+      );
       for (const op of bodyOps) {
         // Someone the guard lets through: the Owner, or a superadmin on platform routes.
         const caller = typeof op.access === 'object' && op.access.platformRoles ? superadmin : a.org.owner;
@@ -293,7 +500,14 @@ describe('authorization matrix', () => {
         for (const [field, value] of Object.entries(FORBIDDEN_FIELDS)) {
           const body = { ...(built.body as object), [field]: value };
           const label = `${op.key} with ${field}`;
-          problems.push(...(await expectRefused(label, () => request(op.key, { ...built, body }, caller.jar), 400, 'VALIDATION_ERROR')));
+          problems.push(
+            ...(await expectRefused(
+              label,
+              () => request(op.key, { ...built, body }, caller.jar),
+              400,
+              'VALIDATION_ERROR',
+            )),
+          );
         }
       }
       expect(problems).toEqual([]);
@@ -305,19 +519,38 @@ describe('authorization matrix', () => {
       for (const key of list) {
         expect(key.createdBy).toBe(a.org.owner.id);
         expect(Object.keys(key)).not.toEqual(expect.arrayContaining(['keyHash']));
-        for (const secret of ['keyHash', 'key_hash', 'keySalt', 'key_salt', 'lookupDigest', 'lookup_digest', 'key']) expect(key, `list carries ${secret}`).not.toHaveProperty(secret);
+        for (const secret of ['keyHash', 'key_hash', 'keySalt', 'key_salt', 'lookupDigest', 'lookup_digest', 'key'])
+          expect(key, `list carries ${secret}`).not.toHaveProperty(secret);
       }
       const roles = (await (await call(t, '/api/roles', { jar: a.org.owner.jar })).json()) as RoleRecord[];
-      expect(roles.filter((role) => role.isDefault).map((role) => role.slug).sort()).toEqual(['admin', 'member', 'owner', 'viewer']);
+      expect(
+        roles
+          .filter((role) => role.isDefault)
+          .map((role) => role.slug)
+          .sort(),
+      ).toEqual(['admin', 'member', 'owner', 'viewer']);
     });
 
     it("the library's sign-up ignores role, emailVerified and deletedAt; update-user refuses them", async () => {
       const email = uniqueEmail('mass');
       const res = await call(t, '/api/auth/sign-up/email', {
-        body: { email, password: PASSWORD, name: 'Mass', role: 'superadmin', emailVerified: true, deletedAt: null, id: crypto.randomUUID(), createdAt: '2000-01-01T00:00:00Z' },
+        body: {
+          email,
+          password: PASSWORD,
+          name: 'Mass',
+          role: 'superadmin',
+          emailVerified: true,
+          deletedAt: null,
+          id: crypto.randomUUID(),
+          createdAt: '2000-01-01T00:00:00Z',
+        },
       });
       expect(res.status).toBeLessThan(500);
-      const user = await t.db.selectFrom('users').select(['role', 'email_verified', 'deleted_at', 'created_at']).where('email', '=', email).executeTakeFirst();
+      const user = await t.db
+        .selectFrom('users')
+        .select(['role', 'email_verified', 'deleted_at', 'created_at'])
+        .where('email', '=', email)
+        .executeTakeFirst();
       if (user) {
         expect(user.role).toBe('user');
         expect(user.email_verified).toBe(false);
@@ -336,11 +569,16 @@ describe('authorization matrix', () => {
 
     it("the library's organization create never makes someone else the Owner", async () => {
       const slug = `mass-${crypto.randomUUID().slice(0, 8)}`;
-      const res = await call(t, '/api/auth/organization/create', { body: { name: 'Mass org', slug, userId: a.org.owner.id, isDefault: true, createdBy: a.org.owner.id }, jar: loner.jar });
+      const res = await call(t, '/api/auth/organization/create', {
+        body: { name: 'Mass org', slug, userId: a.org.owner.id, isDefault: true, createdBy: a.org.owner.id },
+        jar: loner.jar,
+      });
       expect(res.status).toBeLessThan(500);
       const org = await t.db.selectFrom('organizations').select('id').where('slug', '=', slug).executeTakeFirst();
       if (org) {
-        const members = await t.database.withOwner((db) => db.selectFrom('members').select(['user_id', 'role']).where('organization_id', '=', org.id).execute());
+        const members = await t.database.withOwner((db) =>
+          db.selectFrom('members').select(['user_id', 'role']).where('organization_id', '=', org.id).execute(),
+        );
         expect(members.map((m: { user_id: string }) => m.user_id)).toEqual([loner.id]);
       }
     });
@@ -350,8 +588,17 @@ describe('authorization matrix', () => {
       const owner = await roleBySlug(t, a.org.owner, 'owner');
       const tries = [
         () => invite(t, a.org.owner, { email: uniqueEmail('to-owner'), role: 'owner', organizationId: a.org.id }),
-        () => call(t, `/api/admin/members/${a.admin.memberId}`, { method: 'PATCH', body: { roleId: owner.id }, jar: a.admin.jar }),
-        () => call(t, '/api/auth/organization/update-member-role', { body: { memberId: a.member.memberId, role: 'owner', organizationId: a.org.id }, jar: a.org.owner.jar }),
+        () =>
+          call(t, `/api/admin/members/${a.admin.memberId}`, {
+            method: 'PATCH',
+            body: { roleId: owner.id },
+            jar: a.admin.jar,
+          }),
+        () =>
+          call(t, '/api/auth/organization/update-member-role', {
+            body: { memberId: a.member.memberId, role: 'owner', organizationId: a.org.id },
+            jar: a.org.owner.jar,
+          }),
       ];
       for (const attempt of tries) {
         const res = await attempt();

@@ -15,7 +15,7 @@
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestApp, type TestApp } from '../support/app.js';
-import { call, CookieJar } from '../support/http.js';
+import { CookieJar, call } from '../support/http.js';
 import {
   addMember,
   auditRows,
@@ -53,7 +53,12 @@ describe('one winner', () => {
   });
 
   async function statuses(responses: Response[]): Promise<{ status: number; code?: string }[]> {
-    return Promise.all(responses.map(async (res) => ({ status: res.status, code: ((await res.json()) as { code?: string } | null)?.code })));
+    return Promise.all(
+      responses.map(async (res) => ({
+        status: res.status,
+        code: ((await res.json()) as { code?: string } | null)?.code,
+      })),
+    );
   }
 
   it('an Owner handing ownership to two Admins at once: one transfer, the other 403 NOT_OWNER, one Owner, one audit entry', async () => {
@@ -61,11 +66,21 @@ describe('one winner', () => {
       const org = await createOrganization(t, await signedInUser(t));
       const [first, second] = [await newMember(t, org, 'admin'), await newMember(t, org, 'admin')];
       const answers = await statuses(
-        await Promise.all([first, second].map((target) => call(t, '/api/roles/transfer-ownership', { body: { targetMemberId: target.memberId }, jar: org.owner.jar }))),
+        await Promise.all(
+          [first, second].map((target) =>
+            call(t, '/api/roles/transfer-ownership', { body: { targetMemberId: target.memberId }, jar: org.owner.jar }),
+          ),
+        ),
       );
-      expect(answers.filter((a) => a.status === 200), JSON.stringify(answers)).toHaveLength(1);
+      expect(
+        answers.filter((a) => a.status === 200),
+        JSON.stringify(answers),
+      ).toHaveLength(1);
       // The loser's session was read before or after the winner committed: not the Owner any more (403 NOT_OWNER).
-      expect(answers.filter((a) => a.status !== 200), JSON.stringify(answers)).toEqual([{ status: 403, code: 'NOT_OWNER' }]);
+      expect(
+        answers.filter((a) => a.status !== 200),
+        JSON.stringify(answers),
+      ).toEqual([{ status: 403, code: 'NOT_OWNER' }]);
       const ownerRole = (await storedRoleIds(org)).owner;
       const stored = await storedMemberRoles(t, org.id);
       expect(Object.values(stored).filter((roleId) => roleId === ownerRole)).toHaveLength(1);
@@ -79,10 +94,26 @@ describe('one winner', () => {
     const viewer = await roleBySlug(t, org.owner, 'viewer');
     for (let round = 0; round < ROUNDS; round += 1) {
       const role = await createRole(t, org.owner, { name: `Short lived ${round}`, permissions: ['roles:read'] });
-      await expectStatus(await call(t, `/api/admin/members/${member.memberId}`, { method: 'PATCH', body: { roleId: role.id }, jar: org.owner.jar }), 200);
-      const answers = await statuses(await Promise.all(Array.from({ length: 5 }, () => call(t, `/api/roles/${role.id}`, { method: 'DELETE', jar: org.owner.jar }))));
-      expect(answers.filter((a) => a.status === 200), JSON.stringify(answers)).toHaveLength(1);
-      expect(answers.filter((a) => a.status !== 200)).toEqual(Array.from({ length: 4 }, () => ({ status: 404, code: 'NOT_FOUND' })));
+      await expectStatus(
+        await call(t, `/api/admin/members/${member.memberId}`, {
+          method: 'PATCH',
+          body: { roleId: role.id },
+          jar: org.owner.jar,
+        }),
+        200,
+      );
+      const answers = await statuses(
+        await Promise.all(
+          Array.from({ length: 5 }, () => call(t, `/api/roles/${role.id}`, { method: 'DELETE', jar: org.owner.jar })),
+        ),
+      );
+      expect(
+        answers.filter((a) => a.status === 200),
+        JSON.stringify(answers),
+      ).toHaveLength(1);
+      expect(answers.filter((a) => a.status !== 200)).toEqual(
+        Array.from({ length: 4 }, () => ({ status: 404, code: 'NOT_FOUND' })),
+      );
       const entries = (await auditRows(t, org.id, 'role.deleted')).filter((row) => row.metadata.roleId === role.id);
       expect(entries).toHaveLength(1);
       expect(entries[0]!.metadata.reassignedMembers).toBe(1);
@@ -95,14 +126,34 @@ describe('one winner', () => {
       const org = await createOrganization(t, await signedInUser(t));
       const invitee = await signedInUser(t);
       const secondJar = (await signedInAgain(invitee.email)).jar;
-      await expectStatus(await invite(t, org.owner, { email: invitee.email, role: 'viewer', organizationId: org.id }), 200);
+      await expectStatus(
+        await invite(t, org.owner, { email: invitee.email, role: 'viewer', organizationId: org.id }),
+        200,
+      );
       const invitationId = invitationIdFromMail(t, invitee.email);
       const answers = await statuses(
-        await Promise.all([invitee.jar, secondJar].map((jar) => call(t, '/api/auth/organization/accept-invitation', { body: { invitationId }, jar }))),
+        await Promise.all(
+          [invitee.jar, secondJar].map((jar) =>
+            call(t, '/api/auth/organization/accept-invitation', { body: { invitationId }, jar }),
+          ),
+        ),
       );
-      expect(answers.filter((a) => a.status === 200), JSON.stringify(answers)).toHaveLength(1);
-      expect(answers.every((a) => a.status < 500), JSON.stringify(answers)).toBe(true);
-      const memberships = await t.database.withOwner((owner) => owner.selectFrom('members').select(['id', 'role_id']).where('organization_id', '=', org.id).where('user_id', '=', invitee.id).execute());
+      expect(
+        answers.filter((a) => a.status === 200),
+        JSON.stringify(answers),
+      ).toHaveLength(1);
+      expect(
+        answers.every((a) => a.status < 500),
+        JSON.stringify(answers),
+      ).toBe(true);
+      const memberships = await t.database.withOwner((owner) =>
+        owner
+          .selectFrom('members')
+          .select(['id', 'role_id'])
+          .where('organization_id', '=', org.id)
+          .where('user_id', '=', invitee.id)
+          .execute(),
+      );
       expect(memberships).toHaveLength(1);
       // With the invited role, not the library's default.
       expect(memberships[0]!.role_id).toBe((await roleBySlug(t, org.owner, 'viewer')).id);
@@ -113,10 +164,20 @@ describe('one winner', () => {
     for (let round = 0; round < ROUNDS; round += 1) {
       const org = await twoOwners();
       const answers = await statuses(
-        await Promise.all([org.owner, org.second].map((who) => call(t, '/api/auth/organization/leave', { body: { organizationId: org.id }, jar: who.jar }))),
+        await Promise.all(
+          [org.owner, org.second].map((who) =>
+            call(t, '/api/auth/organization/leave', { body: { organizationId: org.id }, jar: who.jar }),
+          ),
+        ),
       );
-      expect(answers.filter((a) => a.status === 200), JSON.stringify(answers)).toHaveLength(1);
-      expect(answers.every((a) => a.status < 500), JSON.stringify(answers)).toBe(true);
+      expect(
+        answers.filter((a) => a.status === 200),
+        JSON.stringify(answers),
+      ).toHaveLength(1);
+      expect(
+        answers.every((a) => a.status < 500),
+        JSON.stringify(answers),
+      ).toBe(true);
       expect(await ownersOf(org.id)).toHaveLength(1);
     }
   }, 300_000);
@@ -126,11 +187,20 @@ describe('one winner', () => {
       const org = await twoOwners();
       const answers = await statuses(
         await Promise.all([
-          call(t, '/api/auth/organization/remove-member', { body: { memberIdOrEmail: org.second.memberId, organizationId: org.id }, jar: org.owner.jar }),
-          call(t, '/api/auth/organization/remove-member', { body: { memberIdOrEmail: org.ownerMemberId, organizationId: org.id }, jar: org.second.jar }),
+          call(t, '/api/auth/organization/remove-member', {
+            body: { memberIdOrEmail: org.second.memberId, organizationId: org.id },
+            jar: org.owner.jar,
+          }),
+          call(t, '/api/auth/organization/remove-member', {
+            body: { memberIdOrEmail: org.ownerMemberId, organizationId: org.id },
+            jar: org.second.jar,
+          }),
         ]),
       );
-      expect(answers.every((a) => a.status < 500), JSON.stringify(answers)).toBe(true);
+      expect(
+        answers.every((a) => a.status < 500),
+        JSON.stringify(answers),
+      ).toBe(true);
       expect(answers.filter((a) => a.status === 200).length, JSON.stringify(answers)).toBeLessThanOrEqual(1);
       expect(await ownersOf(org.id)).toHaveLength(1);
     }
@@ -140,14 +210,26 @@ describe('one winner', () => {
     const roles = await t.database.withOwner((owner) =>
       owner.transaction().execute(async (trx) => {
         await sql`select set_config('app.tenant_id', ${org.id}, true)`.execute(trx);
-        return trx.selectFrom('roles').select(['id', 'slug']).where('tenant_id', '=', org.id).where('is_default', '=', true).execute();
+        return trx
+          .selectFrom('roles')
+          .select(['id', 'slug'])
+          .where('tenant_id', '=', org.id)
+          .where('is_default', '=', true)
+          .execute();
       }),
     );
     return Object.fromEntries(roles.map((role: { id: string; slug: string }) => [role.slug, role.id]));
   }
 
   async function ownersOf(organizationId: string): Promise<string[]> {
-    const rows = await t.database.withOwner((owner) => owner.selectFrom('members').select('id').where('organization_id', '=', organizationId).where('role', '=', 'owner').execute());
+    const rows = await t.database.withOwner((owner) =>
+      owner
+        .selectFrom('members')
+        .select('id')
+        .where('organization_id', '=', organizationId)
+        .where('role', '=', 'owner')
+        .execute(),
+    );
     return rows.map((row: { id: string }) => row.id);
   }
 
@@ -157,7 +239,14 @@ describe('one winner', () => {
     const second = await signedInUser(t);
     const memberId = await addMember(t, org, second, 'admin');
     const ownerRole = (await storedRoleIds(org)).owner!;
-    await expectStatus(await call(t, `/api/admin/members/${memberId}`, { method: 'PATCH', body: { roleId: ownerRole }, jar: org.owner.jar }), 200);
+    await expectStatus(
+      await call(t, `/api/admin/members/${memberId}`, {
+        method: 'PATCH',
+        body: { roleId: ownerRole },
+        jar: org.owner.jar,
+      }),
+      200,
+    );
     expect(await ownersOf(org.id)).toHaveLength(2);
     return { ...org, second: { ...second, memberId } };
   }

@@ -21,7 +21,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { EmailMessage, Mailer } from '../../src/auth/email.js';
 import type { Logger } from '../../src/logger.js';
 import { createTestApp, type TestApp } from '../support/app.js';
-import { call, CookieJar } from '../support/http.js';
+import { CookieJar, call } from '../support/http.js';
 import { PASSWORD, signedInUser, uniqueEmail } from '../support/users.js';
 import { cookieShape, median, shapeOf, shuffled } from './support.js';
 
@@ -49,7 +49,14 @@ interface Side {
 
 interface Measured {
   flow: string;
-  sides: { name: string; medianMs: number; status: number[]; shape: string; cookies: string; mailsBeforeAnswer: number[] }[];
+  sides: {
+    name: string;
+    medianMs: number;
+    status: number[];
+    shape: string;
+    cookies: string;
+    mailsBeforeAnswer: number[];
+  }[];
   /** Median of the paired differences (a minus b), ms. */
   differenceMs: number;
   /** What the difference is allowed to be on this run (BOUND_MS, widened by measured noise). */
@@ -84,8 +91,10 @@ async function measure(t: TestApp, flow: string, a: Side, b: Side, sends?: SendR
     await (await b.send(-1 - i)).text();
   }
   const times: Record<string, number[]> = { [a.name]: [], [b.name]: [] };
-  const seen: Record<string, { status: Set<number>; shapes: Set<string>; cookies: Set<string>; mails: Set<number> }> = {};
-  for (const side of [a, b]) seen[side.name] = { status: new Set(), shapes: new Set(), cookies: new Set(), mails: new Set() };
+  const seen: Record<string, { status: Set<number>; shapes: Set<string>; cookies: Set<string>; mails: Set<number> }> =
+    {};
+  for (const side of [a, b])
+    seen[side.name] = { status: new Set(), shapes: new Set(), cookies: new Set(), mails: new Set() };
   const differences: number[] = [];
   for (let i = 0; i < TRIES; i += 1) {
     const pair: Record<string, number> = {};
@@ -98,7 +107,10 @@ async function measure(t: TestApp, flow: string, a: Side, b: Side, sends?: SendR
       pair[side.name] = answered - started;
       const record = seen[side.name]!;
       // Mails to this address started by this request and finished before its answer (what an observer could time).
-      if (sends) record.mails.add(sends.filter((m) => m.to === email && m.startedAt >= started && m.finishedAt <= answered).length);
+      if (sends)
+        record.mails.add(
+          sends.filter((m) => m.to === email && m.startedAt >= started && m.finishedAt <= answered).length,
+        );
       record.status.add(res.status);
       record.shapes.add(JSON.stringify(shapeOf(text ? JSON.parse(text) : null)));
       record.cookies.add(JSON.stringify(cookieShape(res)));
@@ -171,13 +183,19 @@ function flows(label: string, options: { slowMailer?: boolean } = {}) {
       if (mailer) mailer.logger = t.logger;
       registered = (await signedInUser(t)).email;
       unverified = uniqueEmail('unverified');
-      expect((await call(t, '/api/auth/sign-up/email', { body: { email: unverified, password: PASSWORD, name: 'U' } })).status).toBe(200);
+      expect(
+        (await call(t, '/api/auth/sign-up/email', { body: { email: unverified, password: PASSWORD, name: 'U' } }))
+          .status,
+      ).toBe(200);
     });
     afterAll(() => t.close());
 
-    const signUp = (email: string) => call(t, '/api/auth/sign-up/email', { body: { email, password: PASSWORD, name: 'Someone' } });
-    const signIn = (email: string, password: string) => call(t, '/api/auth/sign-in/email', { body: { email, password }, jar: new CookieJar() });
-    const reset = (email: string) => call(t, '/api/auth/request-password-reset', { body: { email, redirectTo: `${t.config.auth.appUrl}/reset` } });
+    const signUp = (email: string) =>
+      call(t, '/api/auth/sign-up/email', { body: { email, password: PASSWORD, name: 'Someone' } });
+    const signIn = (email: string, password: string) =>
+      call(t, '/api/auth/sign-in/email', { body: { email, password }, jar: new CookieJar() });
+    const reset = (email: string) =>
+      call(t, '/api/auth/request-password-reset', { body: { email, redirectTo: `${t.config.auth.appUrl}/reset` } });
     /** A fresh address per try, remembered so the mail count can name it. */
     const fresh = (label: string) => {
       const emails = new Map<number, string>();
@@ -191,7 +209,11 @@ function flows(label: string, options: { slowMailer?: boolean } = {}) {
 
     it('sign-up: a registered email answers as a new one', async () => {
       const email = fresh('fresh');
-      const result = await run('sign-up', { name: 'registered', email: () => registered, send: () => signUp(registered) }, { name: 'new', email, send: (i) => signUp(email(i)) });
+      const result = await run(
+        'sign-up',
+        { name: 'registered', email: () => registered, send: () => signUp(registered) },
+        { name: 'new', email, send: (i) => signUp(email(i)) },
+      );
       expectIndistinguishable(result);
       // The registered account was left as it was.
       expect(await t.db.selectFrom('users').select('id').where('email', '=', registered).execute()).toHaveLength(1);
@@ -199,24 +221,40 @@ function flows(label: string, options: { slowMailer?: boolean } = {}) {
 
     it('sign-up: an unverified registered email answers as a new one', async () => {
       const email = fresh('fresh');
-      const result = await run('sign-up (unverified)', { name: 'unverified', email: () => unverified, send: () => signUp(unverified) }, { name: 'new', email, send: (i) => signUp(email(i)) });
+      const result = await run(
+        'sign-up (unverified)',
+        { name: 'unverified', email: () => unverified, send: () => signUp(unverified) },
+        { name: 'new', email, send: (i) => signUp(email(i)) },
+      );
       expectIndistinguishable(result);
     }, 300_000);
 
-    it.skipIf(options.slowMailer)('sign-in: a wrong password answers as an unknown email', async () => {
-      const email = fresh('nobody');
-      const result = await run(
-        'sign-in',
-        { name: 'registered, wrong password', email: () => registered, send: () => signIn(registered, 'wrong password 123') },
-        { name: 'unregistered', email, send: (i) => signIn(email(i), 'wrong password 123') },
-      );
-      expectIndistinguishable(result);
-      expect(result.sides[0]!.status).toEqual([401]);
-    }, 300_000);
+    it.skipIf(options.slowMailer)(
+      'sign-in: a wrong password answers as an unknown email',
+      async () => {
+        const email = fresh('nobody');
+        const result = await run(
+          'sign-in',
+          {
+            name: 'registered, wrong password',
+            email: () => registered,
+            send: () => signIn(registered, 'wrong password 123'),
+          },
+          { name: 'unregistered', email, send: (i) => signIn(email(i), 'wrong password 123') },
+        );
+        expectIndistinguishable(result);
+        expect(result.sides[0]!.status).toEqual([401]);
+      },
+      300_000,
+    );
 
     it('request-password-reset: a registered email answers as an unregistered one', async () => {
       const email = fresh('nobody');
-      const result = await run('password reset', { name: 'registered', email: () => registered, send: () => reset(registered) }, { name: 'unregistered', email, send: (i) => reset(email(i)) });
+      const result = await run(
+        'password reset',
+        { name: 'registered', email: () => registered, send: () => reset(registered) },
+        { name: 'unregistered', email, send: (i) => reset(email(i)) },
+      );
       expectIndistinguishable(result);
       expect(result.sides[0]!.status).toEqual([200]);
     }, 300_000);
@@ -228,6 +266,8 @@ describe('account enumeration', () => {
   flows(`a mail provider taking ${MAILER_LATENCY_MS} ms`, { slowMailer: true });
 
   afterAll(() => {
-    console.log(`[enumeration] summary ${JSON.stringify(measurements.map((m) => ({ flow: m.flow, differenceMs: m.differenceMs, allowanceMs: m.allowanceMs, medians: m.sides.map((side) => side.medianMs) })))}`);
+    console.log(
+      `[enumeration] summary ${JSON.stringify(measurements.map((m) => ({ flow: m.flow, differenceMs: m.differenceMs, allowanceMs: m.allowanceMs, medians: m.sides.map((side) => side.medianMs) })))}`,
+    );
   });
 });

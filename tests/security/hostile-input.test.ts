@@ -13,8 +13,9 @@
  * Transfer-Encoding, a 32 KiB header, raw bytes in the request line) goes to
  * a real listener with the Node entry's client-error handling.
  */
-import { serve, type ServerType } from '@hono/node-server';
+
 import type { AddressInfo } from 'node:net';
+import { type ServerType, serve } from '@hono/node-server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createAuth } from '../../src/auth/auth.js';
 import { createEvents } from '../../src/events.js';
@@ -24,9 +25,9 @@ import { answerClientErrors } from '../../src/node-listener.js';
 import { createTestApp, type TestApp } from '../support/app.js';
 import { APP_ORIGIN, type CookieJar } from '../support/http.js';
 import { createOrganization, type TestOrganization } from '../support/orgs.js';
-import { signedInUser, type SignedInUser } from '../support/users.js';
+import { type SignedInUser, signedInUser } from '../support/users.js';
 import { parseResponses, rawExchange } from './raw-http.js';
-import { concrete, exampleOf, propertiesOf, walkRoutes, wrongTypesFor, type Operation, type Walk } from './routes.js';
+import { concrete, exampleOf, type Operation, propertiesOf, type Walk, walkRoutes, wrongTypesFor } from './routes.js';
 import { contractProblems, counts, fingerprint } from './support.js';
 
 const MIB = MAX_BODY_BYTES;
@@ -53,7 +54,10 @@ interface Case {
 }
 
 const is4xx = (status: number) => status >= 400 && status < 500;
-const only = (...statuses: number[]) => (status: number) => statuses.includes(status);
+const only =
+  (...statuses: number[]) =>
+  (status: number) =>
+    statuses.includes(status);
 
 /** JSON text with the marker replaced by bytes that are not UTF-8. */
 function withInvalidUtf8(json: string): Buffer {
@@ -73,7 +77,7 @@ const deepObject = (depth: number) => `${'{"a":'.repeat(depth)}1${'}'.repeat(dep
 
 function polluted(): boolean {
   const probe = {} as Record<string, unknown>;
-  return probe.polluted !== undefined || Object.prototype.hasOwnProperty.call(Object.prototype, 'polluted');
+  return probe.polluted !== undefined || Object.hasOwn(Object.prototype, 'polluted');
 }
 
 describe('hostile input', () => {
@@ -91,10 +95,17 @@ describe('hostile input', () => {
     owner = await signedInUser(t);
     org = await createOrganization(t, owner);
     // A superadmin Owner passes every guard, so each case reaches validation.
-    await t.database.withOwner((db) => db.updateTable('users').set({ role: 'superadmin' }).where('id', '=', owner.id).execute());
+    await t.database.withOwner((db) =>
+      db.updateTable('users').set({ role: 'superadmin' }).where('id', '=', owner.id).execute(),
+    );
     bystander = await signedInUser(t);
     walk = await walkRoutes(t, owner.jar);
-    server = serve({ fetch: t.app.fetch, port: 0, hostname: '127.0.0.1', serverOptions: { requestTimeout: 1500, headersTimeout: 1000, connectionsCheckingInterval: 200 } });
+    server = serve({
+      fetch: t.app.fetch,
+      port: 0,
+      hostname: '127.0.0.1',
+      serverOptions: { requestTimeout: 1500, headersTimeout: 1000, connectionsCheckingInterval: 200 },
+    });
     answerClientErrors(server);
     await new Promise<void>((resolve) => server.once('listening', () => resolve()));
     port = (server.address() as AddressInfo).port;
@@ -109,9 +120,16 @@ describe('hostile input', () => {
 
   function send(c: Case): Promise<Response> {
     const headers: Record<string, string> = { origin: APP_ORIGIN, cookie: (c.jar ?? owner.jar).header() };
-    const contentType = c.contentType === undefined ? (c.body === undefined ? null : 'application/json') : c.contentType;
+    const contentType =
+      c.contentType === undefined ? (c.body === undefined ? null : 'application/json') : c.contentType;
     if (contentType) headers['content-type'] = contentType;
-    return Promise.resolve(t.app.request(c.path, { method: c.method, headers, body: typeof c.body === 'string' || c.body === undefined ? c.body : new Uint8Array(c.body) }));
+    return Promise.resolve(
+      t.app.request(c.path, {
+        method: c.method,
+        headers,
+        body: typeof c.body === 'string' || c.body === undefined ? c.body : new Uint8Array(c.body),
+      }),
+    );
   }
 
   /** Runs the cases; returns one line per broken expectation (all of them, not only the first). */
@@ -125,13 +143,19 @@ describe('hostile input', () => {
       const allowed = c.allowed ?? is4xx;
       if (res.status < 400 && allowed(res.status)) {
         // An accepted answer (only where a case allows it): not an error body to check.
-      } else for (const problem of contractProblems(res.status, res.headers.get('content-type') ?? '', text, allowed)) problems.push(`${label}: ${problem}`);
-      if (c.code && !text.includes(`"code":"${c.code}"`)) problems.push(`${label}: expected ${c.code}, got ${res.status} ${text.slice(0, 200)}`);
+      } else
+        for (const problem of contractProblems(res.status, res.headers.get('content-type') ?? '', text, allowed))
+          problems.push(`${label}: ${problem}`);
+      if (c.code && !text.includes(`"code":"${c.code}"`))
+        problems.push(`${label}: expected ${c.code}, got ${res.status} ${text.slice(0, 200)}`);
       if (polluted()) problems.push(`${label}: Object.prototype polluted`);
       if (before) {
         const after = await fingerprint(t);
         const changed = Object.keys(after).filter((table) => after[table] !== before[table]);
-        if (changed.length) problems.push(`${label}: wrote to ${changed.join(', ')} (${JSON.stringify(counts(before))} -> ${JSON.stringify(counts(after))})`);
+        if (changed.length)
+          problems.push(
+            `${label}: wrote to ${changed.join(', ')} (${JSON.stringify(counts(before))} -> ${JSON.stringify(counts(after))})`,
+          );
       }
     }
     return problems;
@@ -144,8 +168,24 @@ describe('hostile input', () => {
   it('walks the routes that take input', () => {
     const keys = (ops: Operation[]) => ops.map((op) => op.key);
     // The known ones are among them (the walk is not empty or partial).
-    expect(keys(withBody())).toEqual(expect.arrayContaining(['POST /api/roles', 'PATCH /api/roles/{id}', 'POST /api/api-keys', 'PATCH /api/admin/members/{memberId}', 'POST /api/roles/transfer-ownership', 'POST /api/users/me/purge', 'PATCH /api/admin/users/{id}/role']));
-    expect(keys(withParams())).toEqual(expect.arrayContaining(['DELETE /api/api-keys/{id}', 'DELETE /api/roles/{id}', 'PATCH /api/roles/members/{id}/role']));
+    expect(keys(withBody())).toEqual(
+      expect.arrayContaining([
+        'POST /api/roles',
+        'PATCH /api/roles/{id}',
+        'POST /api/api-keys',
+        'PATCH /api/admin/members/{memberId}',
+        'POST /api/roles/transfer-ownership',
+        'POST /api/users/me/purge',
+        'PATCH /api/admin/users/{id}/role',
+      ]),
+    );
+    expect(keys(withParams())).toEqual(
+      expect.arrayContaining([
+        'DELETE /api/api-keys/{id}',
+        'DELETE /api/roles/{id}',
+        'PATCH /api/roles/members/{id}/role',
+      ]),
+    );
     expect(keys(withQuery())).toEqual(expect.arrayContaining(['GET /api/audit-logs', 'GET /api/admin/users']));
   });
 
@@ -160,25 +200,71 @@ describe('hostile input', () => {
       const invalid = { code: 'VALIDATION_ERROR', allowed: only(400) };
       cases.push(
         { ...base, ...invalid, label: 'unknown field __proto__', body: `{"__proto__":{"polluted":"yes"},${rest}` },
-        { ...base, ...invalid, label: 'unknown field constructor', body: `{"constructor":{"prototype":{"polluted":"yes"}},${rest}` },
+        {
+          ...base,
+          ...invalid,
+          label: 'unknown field constructor',
+          body: `{"constructor":{"prototype":{"polluted":"yes"}},${rest}`,
+        },
         { ...base, ...invalid, label: 'unknown field', body: JSON.stringify({ ...baseline, unexpected: true }) },
         { ...base, ...invalid, label: 'deeply nested unknown field', body: `{"deep":${deepObject(20_000)},${rest}` },
         { ...base, ...invalid, label: 'malformed JSON', body: json.slice(0, -1) },
         { ...base, ...invalid, label: 'empty body', body: '' },
-        { ...base, allowed: only(415), code: 'UNSUPPORTED_MEDIA_TYPE', label: 'not JSON', body: json, contentType: 'text/plain' },
-        { ...base, allowed: only(415), code: 'UNSUPPORTED_MEDIA_TYPE', label: 'form body', body: 'name=x', contentType: 'application/x-www-form-urlencoded' },
+        {
+          ...base,
+          allowed: only(415),
+          code: 'UNSUPPORTED_MEDIA_TYPE',
+          label: 'not JSON',
+          body: json,
+          contentType: 'text/plain',
+        },
+        {
+          ...base,
+          allowed: only(415),
+          code: 'UNSUPPORTED_MEDIA_TYPE',
+          label: 'form body',
+          body: 'name=x',
+          contentType: 'application/x-www-form-urlencoded',
+        },
       );
-      for (const whole of ['[]', '"a string"', '123', 'null', 'true']) cases.push({ ...base, ...invalid, label: `body ${whole}`, body: whole });
+      for (const whole of ['[]', '"a string"', '123', 'null', 'true'])
+        cases.push({ ...base, ...invalid, label: `body ${whole}`, body: whole });
       for (const [name, schema] of propertiesOf(walk, op.body!)) {
-        for (const wrong of wrongTypesFor(schema)) cases.push({ ...base, ...invalid, label: `${name} = ${JSON.stringify(wrong)}`, body: JSON.stringify({ ...baseline, [name]: wrong }) });
-        cases.push({ ...base, ...invalid, label: `${name} nested 100,000 deep`, body: JSON.stringify({ ...baseline, [name]: '@@DEEP@@' }).replace('"@@DEEP@@"', deepArray(100_000)) });
+        for (const wrong of wrongTypesFor(schema))
+          cases.push({
+            ...base,
+            ...invalid,
+            label: `${name} = ${JSON.stringify(wrong)}`,
+            body: JSON.stringify({ ...baseline, [name]: wrong }),
+          });
+        cases.push({
+          ...base,
+          ...invalid,
+          label: `${name} nested 100,000 deep`,
+          body: JSON.stringify({ ...baseline, [name]: '@@DEEP@@' }).replace('"@@DEEP@@"', deepArray(100_000)),
+        });
         const types = [schema.type, ...(schema.anyOf ?? []).map((alt: { type?: string }) => alt.type)].flat();
         if (types.includes('string')) {
           const value = String(baseline[name] ?? 'x');
           cases.push(
-            { ...base, ...invalid, label: `${name} with NUL`, body: JSON.stringify({ ...baseline, [name]: `${value.slice(0, 1)}${NUL}${value.slice(1)}` }) },
-            { ...base, ...invalid, label: `${name} ending in NUL`, body: JSON.stringify({ ...baseline, [name]: `${value}${NUL}` }) },
-            { ...base, ...invalid, label: `${name} with invalid UTF-8`, body: withInvalidUtf8(JSON.stringify({ ...baseline, [name]: `${value}${MARK}` })) },
+            {
+              ...base,
+              ...invalid,
+              label: `${name} with NUL`,
+              body: JSON.stringify({ ...baseline, [name]: `${value.slice(0, 1)}${NUL}${value.slice(1)}` }),
+            },
+            {
+              ...base,
+              ...invalid,
+              label: `${name} ending in NUL`,
+              body: JSON.stringify({ ...baseline, [name]: `${value}${NUL}` }),
+            },
+            {
+              ...base,
+              ...invalid,
+              label: `${name} with invalid UTF-8`,
+              body: withInvalidUtf8(JSON.stringify({ ...baseline, [name]: `${value}${MARK}` })),
+            },
           );
           if (schema.format === 'uuid') {
             for (const [label, spoiled] of [
@@ -187,13 +273,29 @@ describe('hostile input', () => {
               ['trailing tab', `${value}\t`],
               ['leading space', ` ${value}`],
               ['no-break space', `${value}\u00a0`],
-            ] as const) cases.push({ ...base, ...invalid, label: `${name} with ${label}`, body: JSON.stringify({ ...baseline, [name]: spoiled }) });
+            ] as const)
+              cases.push({
+                ...base,
+                ...invalid,
+                label: `${name} with ${label}`,
+                body: JSON.stringify({ ...baseline, [name]: spoiled }),
+              });
           }
         }
         if (types.includes('array')) {
           cases.push(
-            { ...base, ...invalid, label: `${name} item with NUL`, body: JSON.stringify({ ...baseline, [name]: [`roles:read${NUL}`] }) },
-            { ...base, ...invalid, label: `${name} item with invalid UTF-8`, body: withInvalidUtf8(JSON.stringify({ ...baseline, [name]: [`roles:read${MARK}`] })) },
+            {
+              ...base,
+              ...invalid,
+              label: `${name} item with NUL`,
+              body: JSON.stringify({ ...baseline, [name]: [`roles:read${NUL}`] }),
+            },
+            {
+              ...base,
+              ...invalid,
+              label: `${name} item with invalid UTF-8`,
+              body: withInvalidUtf8(JSON.stringify({ ...baseline, [name]: [`roles:read${MARK}`] })),
+            },
           );
         }
       }
@@ -210,11 +312,42 @@ describe('hostile input', () => {
       const path = concrete(op);
       const json = JSON.stringify(exampleOf(walk, op.body!));
       cases.push(
-        { method: op.method, path, label: '1 MiB + 1', body: padded(json, MIB + 1), allowed: only(413), code: 'PAYLOAD_TOO_LARGE' },
-        { method: op.method, path, label: '1 MiB + 1 of invalid UTF-8', body: Buffer.alloc(MIB + 1, 0xff), allowed: only(413), code: 'PAYLOAD_TOO_LARGE' },
+        {
+          method: op.method,
+          path,
+          label: '1 MiB + 1',
+          body: padded(json, MIB + 1),
+          allowed: only(413),
+          code: 'PAYLOAD_TOO_LARGE',
+        },
+        {
+          method: op.method,
+          path,
+          label: '1 MiB + 1 of invalid UTF-8',
+          body: Buffer.alloc(MIB + 1, 0xff),
+          allowed: only(413),
+          code: 'PAYLOAD_TOO_LARGE',
+        },
         // Within the limit: accepted, then the route decides (it may create the example role or key, or refuse it).
-        { method: op.method, path, label: 'exactly 1 MiB', body: padded(json, MIB), allowed: (s) => s < 500 && s !== 413, mayWrite: true },
-        { method: op.method, path, label: 'a 1 MiB string field', body: JSON.stringify({ ...(exampleOf(walk, op.body!) as object), [propertiesOf(walk, op.body!)[0]![0]]: 'x'.repeat(MIB - 1024) }), allowed: only(400), code: 'VALIDATION_ERROR' },
+        {
+          method: op.method,
+          path,
+          label: 'exactly 1 MiB',
+          body: padded(json, MIB),
+          allowed: (s) => s < 500 && s !== 413,
+          mayWrite: true,
+        },
+        {
+          method: op.method,
+          path,
+          label: 'a 1 MiB string field',
+          body: JSON.stringify({
+            ...(exampleOf(walk, op.body!) as object),
+            [propertiesOf(walk, op.body!)[0]![0]]: 'x'.repeat(MIB - 1024),
+          }),
+          allowed: only(400),
+          code: 'VALIDATION_ERROR',
+        },
       );
     }
     const problems = await run(cases);
@@ -246,7 +379,13 @@ describe('hostile input', () => {
       const body = op.body ? JSON.stringify(exampleOf(walk, op.body)) : undefined;
       for (const param of op.pathParams) {
         for (const [label, value] of spoiled) {
-          cases.push({ method: op.method, path: concrete(op, { [param]: value }), body, label: `${param}: ${label}`, allowed: only(400, 404) });
+          cases.push({
+            method: op.method,
+            path: concrete(op, { [param]: value }),
+            body,
+            label: `${param}: ${label}`,
+            allowed: only(400, 404),
+          });
         }
       }
     }
@@ -271,11 +410,23 @@ describe('hostile input', () => {
         ['cursor invalid UTF-8', 'cursor=%FF%FE'],
         ['cursor garbage', 'cursor=not-a-cursor'],
         ['cursor over-long', `cursor=${'a'.repeat(4096)}`],
-        ['cursor of NUL JSON', `cursor=${Buffer.from(JSON.stringify({ createdAt: `2020-01-01T00:00:00Z${NUL}`, id: crypto.randomUUID() })).toString('base64url')}`],
-        ['cursor with a UUID and a space', `cursor=${Buffer.from(JSON.stringify({ createdAt: '2020-01-01T00:00:00Z', id: `${crypto.randomUUID()} ` })).toString('base64url')}`],
+        [
+          'cursor of NUL JSON',
+          `cursor=${Buffer.from(JSON.stringify({ createdAt: `2020-01-01T00:00:00Z${NUL}`, id: crypto.randomUUID() })).toString('base64url')}`,
+        ],
+        [
+          'cursor with a UUID and a space',
+          `cursor=${Buffer.from(JSON.stringify({ createdAt: '2020-01-01T00:00:00Z', id: `${crypto.randomUUID()} ` })).toString('base64url')}`,
+        ],
         ['cursor deep JSON', `cursor=${Buffer.from(deepArray(200)).toString('base64url')}`],
       ] as const) {
-        cases.push({ method: op.method, path: `${path}?${query}`, label, allowed: only(400), code: 'VALIDATION_ERROR' });
+        cases.push({
+          method: op.method,
+          path: `${path}?${query}`,
+          label,
+          allowed: only(400),
+          code: 'VALIDATION_ERROR',
+        });
       }
     }
     expect(await run(cases)).toEqual([]);
@@ -284,9 +435,17 @@ describe('hostile input', () => {
   describe("the auth library's routes", () => {
     /** The library's POST endpoints that read a body, from its own endpoint table. */
     function libraryPostRoutes(): string[] {
-      const auth = createAuth({ config: t.config, db: t.db, mailer: { send: async () => {} }, logger: createMemoryLogger(), events: createEvents() });
+      const auth = createAuth({
+        config: t.config,
+        db: t.db,
+        mailer: { send: async () => {} },
+        logger: createMemoryLogger(),
+        events: createEvents(),
+      });
       const paths: string[] = [];
-      for (const endpoint of Object.values(auth.api as Record<string, { path?: string; options?: { method?: string | string[]; body?: unknown } }>)) {
+      for (const endpoint of Object.values(
+        auth.api as Record<string, { path?: string; options?: { method?: string | string[]; body?: unknown } }>,
+      )) {
         if (!endpoint?.path || !endpoint.options?.body) continue;
         if (![endpoint.options.method].flat().includes('POST')) continue;
         paths.push(`/api/auth${endpoint.path.replace(':id', 'google')}`);
@@ -296,7 +455,16 @@ describe('hostile input', () => {
 
     it('walks the library endpoints that take a body', () => {
       const paths = libraryPostRoutes();
-      expect(paths).toEqual(expect.arrayContaining(['/api/auth/sign-up/email', '/api/auth/sign-in/email', '/api/auth/request-password-reset', '/api/auth/organization/create', '/api/auth/organization/invite-member', '/api/auth/update-user']));
+      expect(paths).toEqual(
+        expect.arrayContaining([
+          '/api/auth/sign-up/email',
+          '/api/auth/sign-in/email',
+          '/api/auth/request-password-reset',
+          '/api/auth/organization/create',
+          '/api/auth/organization/invite-member',
+          '/api/auth/update-user',
+        ]),
+      );
       expect(paths.length).toBeGreaterThan(25);
     });
 
@@ -310,23 +478,70 @@ describe('hostile input', () => {
     it('NUL, invalid UTF-8, deep nesting, wrong types, 1 MiB + 1: a 4xx in the shape, nothing written', async () => {
       const cases: Case[] = [];
       // Field names across the library's bodies, so each hostile value lands where a route reads.
-      const fields = { email: 'someone@example.test', password: 'correct horse battery staple', newPassword: 'another horse battery staple', name: 'Name', slug: 'a-slug', organizationId: org.id, memberIdOrEmail: 'someone@example.test', invitationId: crypto.randomUUID(), token: 'x', data: { name: 'x' }, role: 'member', currentPassword: 'x' };
+      const fields = {
+        email: 'someone@example.test',
+        password: 'correct horse battery staple',
+        newPassword: 'another horse battery staple',
+        name: 'Name',
+        slug: 'a-slug',
+        organizationId: org.id,
+        memberIdOrEmail: 'someone@example.test',
+        invitationId: crypto.randomUUID(),
+        token: 'x',
+        data: { name: 'x' },
+        role: 'member',
+        currentPassword: 'x',
+      };
       for (const path of libraryPostRoutes()) {
         const base = { method: 'POST', path, jar: bystander.jar };
         for (const name of Object.keys(fields)) {
-          cases.push({ ...base, label: `${name} with NUL`, body: JSON.stringify({ ...fields, [name]: `x${NUL}` }), allowed: only(400), code: 'VALIDATION_ERROR' });
-          cases.push({ ...base, label: `${name} with invalid UTF-8`, body: withInvalidUtf8(JSON.stringify({ ...fields, [name]: `x${MARK}` })), allowed: only(400), code: 'VALIDATION_ERROR' });
+          cases.push({
+            ...base,
+            label: `${name} with NUL`,
+            body: JSON.stringify({ ...fields, [name]: `x${NUL}` }),
+            allowed: only(400),
+            code: 'VALIDATION_ERROR',
+          });
+          cases.push({
+            ...base,
+            label: `${name} with invalid UTF-8`,
+            body: withInvalidUtf8(JSON.stringify({ ...fields, [name]: `x${MARK}` })),
+            allowed: only(400),
+            code: 'VALIDATION_ERROR',
+          });
         }
         cases.push(
-          { ...base, label: 'deep nesting', body: JSON.stringify({ ...fields, data: '@@DEEP@@' }).replace('"@@DEEP@@"', deepObject(10_000)), allowed: only(400), code: 'VALIDATION_ERROR' },
-          { ...base, label: 'deep array', body: JSON.stringify({ ...fields, metadata: '@@DEEP@@' }).replace('"@@DEEP@@"', deepArray(100_000)), allowed: only(400), code: 'VALIDATION_ERROR' },
+          {
+            ...base,
+            label: 'deep nesting',
+            body: JSON.stringify({ ...fields, data: '@@DEEP@@' }).replace('"@@DEEP@@"', deepObject(10_000)),
+            allowed: only(400),
+            code: 'VALIDATION_ERROR',
+          },
+          {
+            ...base,
+            label: 'deep array',
+            body: JSON.stringify({ ...fields, metadata: '@@DEEP@@' }).replace('"@@DEEP@@"', deepArray(100_000)),
+            allowed: only(400),
+            code: 'VALIDATION_ERROR',
+          },
           { ...base, label: 'malformed JSON', body: '{"email":', allowed: is4xx },
           { ...base, label: '1 MiB + 1', body: padded('{}', MIB + 1), allowed: only(413), code: 'PAYLOAD_TOO_LARGE' },
         );
         if (!BODY_IGNORED.has(path)) {
           cases.push(
-            { ...base, label: 'wrong types', body: JSON.stringify(Object.fromEntries(Object.keys(fields).map((name) => [name, 12345]))), allowed: is4xx },
-            { ...base, label: 'arrays for strings', body: JSON.stringify(Object.fromEntries(Object.keys(fields).map((name) => [name, ['x']]))), allowed: is4xx },
+            {
+              ...base,
+              label: 'wrong types',
+              body: JSON.stringify(Object.fromEntries(Object.keys(fields).map((name) => [name, 12345]))),
+              allowed: is4xx,
+            },
+            {
+              ...base,
+              label: 'arrays for strings',
+              body: JSON.stringify(Object.fromEntries(Object.keys(fields).map((name) => [name, ['x']]))),
+              allowed: is4xx,
+            },
           );
         }
       }
@@ -337,15 +552,20 @@ describe('hostile input', () => {
       const problems: string[] = [];
       for (const path of libraryPostRoutes()) {
         for (const [label, body] of [
-          ['__proto__ and constructor', '{"__proto__":{"polluted":"yes","role":"superadmin"},"constructor":{"prototype":{"polluted":"yes"}}}'],
+          [
+            '__proto__ and constructor',
+            '{"__proto__":{"polluted":"yes","role":"superadmin"},"constructor":{"prototype":{"polluted":"yes"}}}',
+          ],
           ['exactly 1 MiB', padded('{}', MIB)],
         ] as const) {
           const before = await fingerprint(t);
           const res = await send({ method: 'POST', path, body, label, jar: bystander.jar });
           const text = await res.text();
-          if (res.status >= 500 || res.status === 413) problems.push(`${label} ${path}: ${res.status} ${text.slice(0, 200)}`);
+          if (res.status >= 500 || res.status === 413)
+            problems.push(`${label} ${path}: ${res.status} ${text.slice(0, 200)}`);
           if (res.status >= 400 && res.status < 500) {
-            for (const problem of contractProblems(res.status, res.headers.get('content-type') ?? '', text)) problems.push(`${label} ${path}: ${problem}`);
+            for (const problem of contractProblems(res.status, res.headers.get('content-type') ?? '', text))
+              problems.push(`${label} ${path}: ${problem}`);
             const after = await fingerprint(t);
             const changed = Object.keys(after).filter((table) => after[table] !== before[table]);
             if (changed.length) problems.push(`${label} ${path}: refused, yet wrote to ${changed.join(', ')}`);
@@ -363,17 +583,28 @@ describe('hostile input', () => {
   describe('over a raw socket (a real listener)', () => {
     const head = (method: string, path: string, extra: string) =>
       `${method} ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\nOrigin: ${APP_ORIGIN}\r\nCookie: ${owner.jar.header()}\r\n${extra}\r\n`;
-    const roleBody = () => JSON.stringify({ name: `Smuggled ${crypto.randomUUID().slice(0, 6)}`, permissions: ['roles:read'] });
+    const roleBody = () =>
+      JSON.stringify({ name: `Smuggled ${crypto.randomUUID().slice(0, 6)}`, permissions: ['roles:read'] });
 
     /** Every response is a 4xx in the contract's shape, at least one came back, and nothing was written. */
-    async function expectRefusedOverSocket(label: string, payload: Buffer | string, options: { end?: boolean; waitMs?: number; statuses?: number[] } = {}) {
+    async function expectRefusedOverSocket(
+      label: string,
+      payload: Buffer | string,
+      options: { end?: boolean; waitMs?: number; statuses?: number[] } = {},
+    ) {
       const before = await fingerprint(t);
       const { bytes } = await rawExchange(port, payload, { waitMs: options.waitMs ?? 3000, end: options.end });
       const responses = parseResponses(bytes);
-      expect(responses.length, `${label}: no response in ${JSON.stringify(bytes.toString('latin1').slice(0, 300))}`).toBeGreaterThan(0);
+      expect(
+        responses.length,
+        `${label}: no response in ${JSON.stringify(bytes.toString('latin1').slice(0, 300))}`,
+      ).toBeGreaterThan(0);
       for (const response of responses) {
         // Node's parser refusals keep their HTTP status (408, 431) with the contract's body (README "Security").
-        expect(contractProblems(response.status, response.headers['content-type'] ?? '', response.body, is4xx, [408, 431]), `${label}: ${response.status} ${response.body}`).toEqual([]);
+        expect(
+          contractProblems(response.status, response.headers['content-type'] ?? '', response.body, is4xx, [408, 431]),
+          `${label}: ${response.status} ${response.body}`,
+        ).toEqual([]);
         if (options.statuses) expect(options.statuses, `${label}: status`).toContain(response.status);
       }
       const after = await fingerprint(t);
@@ -384,31 +615,72 @@ describe('hostile input', () => {
 
     it('a Content-Length shorter than the body: the cut body is malformed JSON (400) and the rest is not a request (400)', async () => {
       const body = roleBody();
-      await expectRefusedOverSocket('CL short', head('POST', '/api/roles', `Content-Type: application/json\r\nContent-Length: ${body.length - 5}\r\n`) + body, { statuses: [400] });
+      await expectRefusedOverSocket(
+        'CL short',
+        head('POST', '/api/roles', `Content-Type: application/json\r\nContent-Length: ${body.length - 5}\r\n`) + body,
+        { statuses: [400] },
+      );
     });
 
     it('a Content-Length longer than the body: nothing happens until the body is complete; a client that stops sending gets 400, one that stalls 408', async () => {
       const body = roleBody();
-      const payload = head('POST', '/api/roles', `Content-Type: application/json\r\nContent-Length: ${body.length + 64}\r\n`) + body;
+      const payload =
+        head('POST', '/api/roles', `Content-Type: application/json\r\nContent-Length: ${body.length + 64}\r\n`) + body;
       await expectRefusedOverSocket('CL long, then the client half-closes', payload, { end: true, statuses: [400] });
       await expectRefusedOverSocket('CL long, the client stalls', payload, { waitMs: 4000, statuses: [408] });
     });
 
     it('a Content-Length over 1 MiB: 413 at once, before any body byte arrives', async () => {
-      await expectRefusedOverSocket('CL over the limit', head('POST', '/api/roles', `Content-Type: application/json\r\nContent-Length: ${MIB + 1}\r\n`), { statuses: [413] });
+      await expectRefusedOverSocket(
+        'CL over the limit',
+        head('POST', '/api/roles', `Content-Type: application/json\r\nContent-Length: ${MIB + 1}\r\n`),
+        { statuses: [413] },
+      );
     });
 
     it('Content-Length and Transfer-Encoding together: 400, the body never reaches a handler', async () => {
       const body = roleBody();
       const chunked = `${body.length.toString(16)}\r\n${body}\r\n0\r\n\r\n`;
-      await expectRefusedOverSocket('CL + TE', head('POST', '/api/roles', `Content-Type: application/json\r\nContent-Length: ${body.length}\r\nTransfer-Encoding: chunked\r\n`) + chunked, { statuses: [400] });
-      await expectRefusedOverSocket('TE + CL', head('POST', '/api/roles', `Content-Type: application/json\r\nTransfer-Encoding: chunked\r\nContent-Length: ${chunked.length}\r\n`) + chunked, { statuses: [400] });
-      await expectRefusedOverSocket('two Content-Lengths', head('POST', '/api/roles', `Content-Type: application/json\r\nContent-Length: ${body.length}\r\nContent-Length: 5\r\n`) + body, { statuses: [400] });
+      await expectRefusedOverSocket(
+        'CL + TE',
+        head(
+          'POST',
+          '/api/roles',
+          `Content-Type: application/json\r\nContent-Length: ${body.length}\r\nTransfer-Encoding: chunked\r\n`,
+        ) + chunked,
+        { statuses: [400] },
+      );
+      await expectRefusedOverSocket(
+        'TE + CL',
+        head(
+          'POST',
+          '/api/roles',
+          `Content-Type: application/json\r\nTransfer-Encoding: chunked\r\nContent-Length: ${chunked.length}\r\n`,
+        ) + chunked,
+        { statuses: [400] },
+      );
+      await expectRefusedOverSocket(
+        'two Content-Lengths',
+        head(
+          'POST',
+          '/api/roles',
+          `Content-Type: application/json\r\nContent-Length: ${body.length}\r\nContent-Length: 5\r\n`,
+        ) + body,
+        { statuses: [400] },
+      );
     });
 
     it('a 32 KiB header: 431 in the contract shape', async () => {
-      await expectRefusedOverSocket('32 KiB header', `GET /api/roles HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Padding: ${'a'.repeat(32 * 1024)}\r\n\r\n`, { statuses: [431] });
-      await expectRefusedOverSocket('32 KiB cookie', `GET /api/roles HTTP/1.1\r\nHost: 127.0.0.1\r\nCookie: ${owner.jar.header()}; junk=${'a'.repeat(32 * 1024)}\r\n\r\n`, { statuses: [431] });
+      await expectRefusedOverSocket(
+        '32 KiB header',
+        `GET /api/roles HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Padding: ${'a'.repeat(32 * 1024)}\r\n\r\n`,
+        { statuses: [431] },
+      );
+      await expectRefusedOverSocket(
+        '32 KiB cookie',
+        `GET /api/roles HTTP/1.1\r\nHost: 127.0.0.1\r\nCookie: ${owner.jar.header()}; junk=${'a'.repeat(32 * 1024)}\r\n\r\n`,
+        { statuses: [431] },
+      );
     });
 
     it('raw NUL and invalid UTF-8 bytes in the request line and headers: 400', async () => {
@@ -417,10 +689,22 @@ describe('hostile input', () => {
         ['0xFF 0xFE in the path', Buffer.from([0xff, 0xfe])],
         ['a space inside the path', Buffer.from(' x')],
       ] as const) {
-        const payload = Buffer.concat([Buffer.from(`DELETE /api/roles/${crypto.randomUUID()}`), bytes, Buffer.from(` HTTP/1.1\r\nHost: 127.0.0.1\r\nCookie: ${owner.jar.header()}\r\nConnection: close\r\n\r\n`)]);
+        const payload = Buffer.concat([
+          Buffer.from(`DELETE /api/roles/${crypto.randomUUID()}`),
+          bytes,
+          Buffer.from(` HTTP/1.1\r\nHost: 127.0.0.1\r\nCookie: ${owner.jar.header()}\r\nConnection: close\r\n\r\n`),
+        ]);
         await expectRefusedOverSocket(label, payload, { statuses: [400] });
       }
-      await expectRefusedOverSocket('NUL in a header', Buffer.concat([Buffer.from(`GET /api/roles HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Bad: a`), Buffer.from([0x00]), Buffer.from('b\r\n\r\n')]), { statuses: [400] });
+      await expectRefusedOverSocket(
+        'NUL in a header',
+        Buffer.concat([
+          Buffer.from(`GET /api/roles HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Bad: a`),
+          Buffer.from([0x00]),
+          Buffer.from('b\r\n\r\n'),
+        ]),
+        { statuses: [400] },
+      );
     });
 
     it('the listener still answers afterwards', async () => {

@@ -5,13 +5,14 @@
  * "all responses") and an `X-Request-Id`, over a real listener with the Node
  * entry's client-error handling.
  */
-import { serve, type ServerType } from '@hono/node-server';
+
 import type { AddressInfo } from 'node:net';
+import { type ServerType, serve } from '@hono/node-server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_CSP_HOSTS, securityHeaderValues } from '../../src/middleware/security-headers.js';
 import { answerClientErrors, LISTENER_OPTIONS } from '../../src/node-listener.js';
 import { createTestApp, type TestApp } from '../support/app.js';
-import { parseResponses, rawExchange, type RawResponse } from './raw-http.js';
+import { parseResponses, type RawResponse, rawExchange } from './raw-http.js';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 
@@ -44,7 +45,8 @@ describe("the listener's own answers (issue 14 item 9)", () => {
     expect(res?.status).toBe(status);
     expect(res!.headers['content-type']).toMatch(/^application\/json/);
     expect(JSON.parse(res!.body)).toEqual({ code, message: expect.any(String) });
-    for (const [name, value] of Object.entries(securityHeaderValues(t.config.csp))) expect(res!.headers[name.toLowerCase()], name).toBe(value);
+    for (const [name, value] of Object.entries(securityHeaderValues(t.config.csp)))
+      expect(res!.headers[name.toLowerCase()], name).toBe(value);
     expect(res!.headers['cross-origin-embedder-policy']).toBeUndefined();
     expect(res!.headers['x-request-id']).toMatch(UUID);
   }
@@ -52,7 +54,8 @@ describe("the listener's own answers (issue 14 item 9)", () => {
   it('the listener answers the same table the middleware sends', async () => {
     const res = await fetch(`http://127.0.0.1:${port}/api/health`);
     expect(res.status).toBe(200);
-    for (const [name, value] of Object.entries(securityHeaderValues(t.config.csp))) expect(res.headers.get(name), name).toBe(value);
+    for (const [name, value] of Object.entries(securityHeaderValues(t.config.csp)))
+      expect(res.headers.get(name), name).toBe(value);
     expect(t.config.csp).toEqual(DEFAULT_CSP_HOSTS);
   });
 
@@ -66,7 +69,10 @@ describe("the listener's own answers (issue 14 item 9)", () => {
     ['an asterisk request target', 'GET * HTTP/1.1\r\nHost: localhost\r\n\r\n'],
     ['an HTTP/1.1 request without Host', 'GET /api/health HTTP/1.1\r\n\r\n'],
     ['bytes that are not HTTP', 'HELLO\r\n\r\n'],
-    ['Content-Length with Transfer-Encoding', 'POST /api/health HTTP/1.1\r\nHost: localhost\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n'],
+    [
+      'Content-Length with Transfer-Encoding',
+      'POST /api/health HTTP/1.1\r\nHost: localhost\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n',
+    ],
   ];
   for (const [label, payload] of cases) {
     it(`${label}: 400 VALIDATION_ERROR in the contract's shape, security headers, X-Request-Id, connection closed`, async () => {
@@ -79,13 +85,18 @@ describe("the listener's own answers (issue 14 item 9)", () => {
   }
 
   it('a header block over 16 KiB: 431 in the same shape', async () => {
-    const { responses } = await exchange(`GET /api/health HTTP/1.1\r\nHost: localhost\r\nX-Big: ${'a'.repeat(32 * 1024)}\r\n\r\n`);
+    const { responses } = await exchange(
+      `GET /api/health HTTP/1.1\r\nHost: localhost\r\nX-Big: ${'a'.repeat(32 * 1024)}\r\n\r\n`,
+    );
     expectContract(responses[0], 431, 'VALIDATION_ERROR');
   });
 
   it('each answer has its own request id', async () => {
     const ids = new Set<string>();
-    for (let i = 0; i < 3; i++) ids.add((await exchange('GET /api\\health HTTP/1.1\r\nHost: localhost\r\n\r\n')).responses[0]!.headers['x-request-id']!);
+    for (let i = 0; i < 3; i++)
+      ids.add(
+        (await exchange('GET /api\\health HTTP/1.1\r\nHost: localhost\r\n\r\n')).responses[0]!.headers['x-request-id']!,
+      );
     expect(ids.size).toBe(3);
   });
 

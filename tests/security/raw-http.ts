@@ -16,7 +16,11 @@ export interface RawResponse {
  * `waitMs` passes. With `end`, the client half-closes after writing (the
  * server then knows no more bytes will come).
  */
-export function rawExchange(port: number, payload: Buffer | string, options: { waitMs?: number; end?: boolean } = {}): Promise<{ bytes: Buffer; closedByServer: boolean }> {
+export function rawExchange(
+  port: number,
+  payload: Buffer | string,
+  options: { waitMs?: number; end?: boolean } = {},
+): Promise<{ bytes: Buffer; closedByServer: boolean }> {
   const { waitMs = 3000, end = false } = options;
   return new Promise((resolve, reject) => {
     const socket = connect(port, '127.0.0.1');

@@ -7,7 +7,7 @@
 import { expect } from 'vitest';
 import { PERMISSION_PATTERN } from '../../src/auth/permissions.js';
 import type { TestApp } from '../support/app.js';
-import { call, type CookieJar } from '../support/http.js';
+import { type CookieJar, call } from '../support/http.js';
 
 type Schema = Record<string, any>;
 
@@ -16,7 +16,10 @@ export interface Operation {
   /** OpenAPI form: `/api/roles/{id}`. */
   path: string;
   key: string;
-  access: 'public' | 'optional-auth' | { session: true; platformRoles?: string[]; activeOrganization?: boolean; permissions?: string[] };
+  access:
+    | 'public'
+    | 'optional-auth'
+    | { session: true; platformRoles?: string[]; activeOrganization?: boolean; permissions?: string[] };
   pathParams: string[];
   query: Schema | null;
   body: Schema | null;
@@ -35,7 +38,11 @@ export async function walkRoutes(t: TestApp, jar?: CookieJar): Promise<Walk> {
   const doc = (await res.json()) as Schema;
   const resolve = (schema: Schema): Schema => {
     let current = schema;
-    while (current?.$ref) current = current.$ref.split('/').slice(1).reduce((node: Schema, part: string) => node[part], doc);
+    while (current?.$ref)
+      current = current.$ref
+        .split('/')
+        .slice(1)
+        .reduce((node: Schema, part: string) => node[part], doc);
     return current;
   };
   const operations: Operation[] = [];
@@ -51,18 +58,35 @@ export async function walkRoutes(t: TestApp, jar?: CookieJar): Promise<Walk> {
         key: `${method.toUpperCase()} ${path}`,
         access: op['x-access'],
         pathParams: parameters.filter((p) => p.in === 'path').map((p) => p.name as string),
-        query: queryParams.length ? { type: 'object', properties: Object.fromEntries(queryParams.map((p) => [p.name, resolve(p.schema ?? {})])) } : null,
+        query: queryParams.length
+          ? {
+              type: 'object',
+              properties: Object.fromEntries(queryParams.map((p) => [p.name, resolve(p.schema ?? {})])),
+            }
+          : null,
         body: bodySchema,
-        hasOwnCredentials: op['x-access'] === 'public' && Array.isArray(op.security) && op.security.length > 0 && op.security.every((s: Schema) => Object.keys(s).length > 0),
+        hasOwnCredentials:
+          op['x-access'] === 'public' &&
+          Array.isArray(op.security) &&
+          op.security.length > 0 &&
+          op.security.every((s: Schema) => Object.keys(s).length > 0),
       });
     }
   }
   // Every service endpoint the app registers is in the document (the library's `/api/auth/*` and the docs themselves are not).
   const documented = new Set(operations.map((op) => `${op.method} ${op.path.replace(/\{(\w+)\}/g, ':$1')}`));
   for (const route of t.app.routes) {
-    if (route.method === 'ALL' || route.path.startsWith('/api/auth/') || route.path === '/api/openapi.json' || route.path === '/api/docs') continue;
+    if (
+      route.method === 'ALL' ||
+      route.path.startsWith('/api/auth/') ||
+      route.path === '/api/openapi.json' ||
+      route.path === '/api/docs'
+    )
+      continue;
     if (route.path.startsWith('/api/test/')) continue;
-    expect(documented, `${route.method} ${route.path} is not in the OpenAPI document`).toContain(`${route.method} ${route.path}`);
+    expect(documented, `${route.method} ${route.path} is not in the OpenAPI document`).toContain(
+      `${route.method} ${route.path}`,
+    );
   }
   return { doc, operations, resolve };
 }
@@ -80,12 +104,18 @@ export function exampleOf(walk: Walk, input: Schema): unknown {
   if (schema.const !== undefined) return schema.const;
   if (Array.isArray(schema.enum)) return schema.enum.find((v: unknown) => v !== null) ?? schema.enum[0];
   const alternatives = (schema.anyOf ?? schema.oneOf) as Schema[] | undefined;
-  if (alternatives) return exampleOf(walk, alternatives.find((alt) => walk.resolve(alt).type !== 'null') ?? alternatives[0]!);
+  if (alternatives)
+    return exampleOf(walk, alternatives.find((alt) => walk.resolve(alt).type !== 'null') ?? alternatives[0]!);
   if (schema.allOf) return Object.assign({}, ...(schema.allOf as Schema[]).map((part) => exampleOf(walk, part)));
   const type = Array.isArray(schema.type) ? schema.type.find((item: string) => item !== 'null') : schema.type;
   switch (type) {
     case 'object':
-      return Object.fromEntries(Object.entries((schema.properties ?? {}) as Record<string, Schema>).map(([name, inner]) => [name, exampleOf(walk, inner)]));
+      return Object.fromEntries(
+        Object.entries((schema.properties ?? {}) as Record<string, Schema>).map(([name, inner]) => [
+          name,
+          exampleOf(walk, inner),
+        ]),
+      );
     case 'array':
       return Array.from({ length: Math.max(1, schema.minItems ?? 1) }, () => exampleOf(walk, schema.items ?? {}));
     case 'integer':
@@ -111,7 +141,10 @@ export function exampleOf(walk: Walk, input: Schema): unknown {
 /** The top-level properties of an object schema, with their resolved schemas. */
 export function propertiesOf(walk: Walk, input: Schema): [string, Schema][] {
   const schema = walk.resolve(input);
-  return Object.entries((schema.properties ?? {}) as Record<string, Schema>).map(([name, inner]) => [name, walk.resolve(inner)]);
+  return Object.entries((schema.properties ?? {}) as Record<string, Schema>).map(([name, inner]) => [
+    name,
+    walk.resolve(inner),
+  ]);
 }
 
 /** A value of the wrong JSON type for `schema`. */

@@ -24,9 +24,14 @@ export async function fingerprint(t: Pick<TestApp, 'database'>): Promise<Record<
       tableLists.set(t.database, tables);
     }
     const parts = tables.map(
-      (name) => sql`select ${name}::text as name, count(*)::int as n, md5(coalesce(string_agg(t::text, '|' order by t::text), '')) as digest from ${sql.table(name)} t`,
+      (name) =>
+        sql`select ${name}::text as name, count(*)::int as n, md5(coalesce(string_agg(t::text, '|' order by t::text), '')) as digest from ${sql.table(name)} t`,
     );
-    const { rows } = await sql<{ name: string; n: number; digest: string }>`${sql.join(parts, sql` union all `)}`.execute(owner);
+    const { rows } = await sql<{
+      name: string;
+      n: number;
+      digest: string;
+    }>`${sql.join(parts, sql` union all `)}`.execute(owner);
     return Object.fromEntries(rows.map((row) => [row.name, `${row.n}:${row.digest}`]));
   });
 }
@@ -37,7 +42,13 @@ export function counts(print: Record<string, string>): Record<string, number> {
 }
 
 /** What is wrong with an error answer, if anything: empty when it is a 4xx (or `allowed`) in the contract's shape. */
-export function contractProblems(status: number, contentType: string, text: string, allowed: (status: number) => boolean = (s) => s >= 400 && s < 500, listenerStatuses: number[] = []): string[] {
+export function contractProblems(
+  status: number,
+  contentType: string,
+  text: string,
+  allowed: (status: number) => boolean = (s) => s >= 400 && s < 500,
+  listenerStatuses: number[] = [],
+): string[] {
   const problems: string[] = [];
   if (!allowed(status)) problems.push(`status ${status}`);
   if (!/^application\/json/.test(contentType)) problems.push(`content type "${contentType}"`);
@@ -48,17 +59,32 @@ export function contractProblems(status: number, contentType: string, text: stri
     return [...problems, `body is not JSON: ${JSON.stringify(text.slice(0, 200))}`];
   }
   const keys = body && typeof body === 'object' && !Array.isArray(body) ? Object.keys(body) : [];
-  if (typeof body?.code !== 'string' || typeof body?.message !== 'string' || keys.some((key) => !['code', 'message', 'details'].includes(key))) {
+  if (
+    typeof body?.code !== 'string' ||
+    typeof body?.message !== 'string' ||
+    keys.some((key) => !['code', 'message', 'details'].includes(key))
+  ) {
     problems.push(`body is not { code, message, details? }: ${text.slice(0, 200)}`);
   } else {
-    if (body.details !== undefined && (!Array.isArray(body.details) || body.details.some((d: any) => typeof d?.path !== 'string' || typeof d?.message !== 'string' || Object.keys(d).length !== 2))) {
+    if (
+      body.details !== undefined &&
+      (!Array.isArray(body.details) ||
+        body.details.some(
+          (d: any) => typeof d?.path !== 'string' || typeof d?.message !== 'string' || Object.keys(d).length !== 2,
+        ))
+    ) {
       problems.push(`details are not [{ path, message }]: ${JSON.stringify(body.details).slice(0, 200)}`);
     }
-    if (body.code in ERROR_STATUS && ERROR_STATUS[body.code as keyof typeof ERROR_STATUS] !== status && !(listenerStatuses.includes(status) && body.code === 'VALIDATION_ERROR')) {
+    if (
+      body.code in ERROR_STATUS &&
+      ERROR_STATUS[body.code as keyof typeof ERROR_STATUS] !== status &&
+      !(listenerStatuses.includes(status) && body.code === 'VALIDATION_ERROR')
+    ) {
       problems.push(`${body.code} with status ${status}`);
     }
   }
-  if (/\bat [\w.<>]+ \(|node_modules|\bselect\b.*\bfrom\b|\binsert into\b/i.test(text)) problems.push(`leaks internals: ${text.slice(0, 200)}`);
+  if (/\bat [\w.<>]+ \(|node_modules|\bselect\b.*\bfrom\b|\binsert into\b/i.test(text))
+    problems.push(`leaks internals: ${text.slice(0, 200)}`);
   return problems;
 }
 
@@ -72,7 +98,11 @@ export interface ErrorAnswer {
  * else. Codes of the service map to their one status (API.md "Errors");
  * the auth library's own codes (same shape) are its own.
  */
-export async function expectContractError(res: Response, label: string, allowed: (status: number) => boolean = (s) => s >= 400 && s < 500): Promise<ErrorAnswer> {
+export async function expectContractError(
+  res: Response,
+  label: string,
+  allowed: (status: number) => boolean = (s) => s >= 400 && s < 500,
+): Promise<ErrorAnswer> {
   const text = await res.text();
   let body: any = null;
   try {
@@ -87,10 +117,16 @@ export async function expectContractError(res: Response, label: string, allowed:
     message: expect.any(String),
     ...(body && 'details' in body ? { details: expect.any(Array) } : {}),
   });
-  for (const detail of body.details ?? []) expect(detail, `${label}: detail`).toEqual({ path: expect.any(String), message: expect.any(String) });
-  if (body.code in ERROR_STATUS) expect(res.status, `${label}: ${body.code} has one status`).toBe(ERROR_STATUS[body.code as keyof typeof ERROR_STATUS]);
+  for (const detail of body.details ?? [])
+    expect(detail, `${label}: detail`).toEqual({ path: expect.any(String), message: expect.any(String) });
+  if (body.code in ERROR_STATUS)
+    expect(res.status, `${label}: ${body.code} has one status`).toBe(
+      ERROR_STATUS[body.code as keyof typeof ERROR_STATUS],
+    );
   // Never a stack, SQL or driver text.
-  expect(text, `${label}: leaks`).not.toMatch(/\bat [\w.<>]+ \(|node_modules|select |insert |update .* set|PGlite|postgres/i);
+  expect(text, `${label}: leaks`).not.toMatch(
+    /\bat [\w.<>]+ \(|node_modules|select |insert |update .* set|PGlite|postgres/i,
+  );
   return { status: res.status, body };
 }
 
@@ -115,7 +151,9 @@ export function cookieShape(res: Response): string[] {
     .map((header) => {
       const [pair = '', ...attributes] = header.split(';').map((part) => part.trim());
       const name = pair.slice(0, pair.indexOf('='));
-      const kept = attributes.map((a) => a.toLowerCase()).filter((a) => !a.startsWith('expires=') && !a.startsWith('max-age='));
+      const kept = attributes
+        .map((a) => a.toLowerCase())
+        .filter((a) => !a.startsWith('expires=') && !a.startsWith('max-age='));
       return [name, ...kept.sort()].join('; ');
     })
     .sort();

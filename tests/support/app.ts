@@ -1,5 +1,5 @@
-import { createApp, sessionStateCacheFor, type CreateAppOptions } from '../../src/app.js';
-import { parseConfig, type Config } from '../../src/config.js';
+import { type CreateAppOptions, createApp, sessionStateCacheFor } from '../../src/app.js';
+import { type Config, parseConfig } from '../../src/config.js';
 import { createMemoryLogger } from '../../src/logger.js';
 import { createMemoryStore, createUpstashStore, type RateLimitStore } from '../../src/middleware/rate-limit-store.js';
 import type { Clock } from '../../src/types.js';
@@ -40,7 +40,12 @@ export async function createTestStore(config: Config, clock: Clock): Promise<Tes
   if (!servers) return { store: createMemoryStore(clock), close: async () => {} };
   const token = crypto.randomUUID();
   const server = await startUpstashServer({ redisUrl: servers.redisUrl, token });
-  const store = createUpstashStore({ url: server.url, token, timeoutMs: config.rateLimit.storeTimeoutMs, prefix: `test:${crypto.randomUUID()}` });
+  const store = createUpstashStore({
+    url: server.url,
+    token,
+    timeoutMs: config.rateLimit.storeTimeoutMs,
+    prefix: `test:${crypto.randomUUID()}`,
+  });
   return { store, close: () => server.close() };
 }
 
@@ -53,14 +58,24 @@ export interface TestAppOptions extends CreateAppOptions {
 
 /** A fresh app on a fresh, migrated database: the one way tests build the service. */
 export async function createTestApp(options: TestAppOptions = {}) {
-  const { config } = parseConfig({ NODE_ENV: 'test', AUTH_SECRET: TEST_SECRET, RATE_LIMIT_ENABLED: 'false', ...options.env });
+  const { config } = parseConfig({
+    NODE_ENV: 'test',
+    AUTH_SECRET: TEST_SECRET,
+    RATE_LIMIT_ENABLED: 'false',
+    ...options.env,
+  });
   const clock = options.clock ?? createTestClock();
   const logger = createMemoryLogger();
   const database = options.database ?? (await openTestDatabase());
-  const testStore = options.store ? { store: options.store, close: async () => {} } : await createTestStore(config, clock);
+  const testStore = options.store
+    ? { store: options.store, close: async () => {} }
+    : await createTestStore(config, clock);
   // As the Node entry runs: session states cached on the embedded engine, cleared by its notifications.
   const sessionStateCache = options.sessionStateCache ?? (await sessionStateCacheFor(database));
-  const app = createApp({ config, database, rateLimitStore: testStore.store, logger, clock }, { ...options, sessionStateCache });
+  const app = createApp(
+    { config, database, rateLimitStore: testStore.store, logger, clock },
+    { ...options, sessionStateCache },
+  );
   return {
     app,
     config,

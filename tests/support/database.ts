@@ -1,9 +1,9 @@
 import { readFile } from 'node:fs/promises';
 import postgres from 'postgres';
 import { inject } from 'vitest';
-import { openPostgres, type Database } from '../../src/db/client.js';
-import { openPglite } from '../../src/db/open.js';
+import { type Database, openPostgres } from '../../src/db/client.js';
 import { migrateToLatest } from '../../src/db/migrate.js';
+import { openPglite } from '../../src/db/open.js';
 import { testServers, withDatabaseName } from './servers.js';
 
 export interface TestDatabase extends Database {
@@ -23,7 +23,11 @@ export async function openTestDatabase(options: { migrate?: boolean } = {}): Pro
     const admin = postgres(servers.pgUrl, { max: 1, onnotice: () => {} });
     await admin.unsafe(`create database "${name}"`);
     await admin.end();
-    const opened = await openPostgres({ url: withDatabaseName(servers.pgAppUrl, name), migrationUrl: withDatabaseName(servers.pgUrl, name), poolMax: 10 });
+    const opened = await openPostgres({
+      url: withDatabaseName(servers.pgAppUrl, name),
+      migrationUrl: withDatabaseName(servers.pgUrl, name),
+      poolMax: 10,
+    });
     database = {
       ...opened,
       async close() {

@@ -2,8 +2,8 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TestProject } from 'vitest/node';
-import { openPglite } from '../../src/db/open.js';
 import { migrateToLatest } from '../../src/db/migrate.js';
+import { openPglite } from '../../src/db/open.js';
 
 declare module 'vitest' {
   export interface ProvidedContext {

@@ -53,14 +53,20 @@ export async function call(t: Pick<TestApp, 'app'>, path: string, options: Reque
   if (body !== undefined) headers['content-type'] ??= 'application/json';
   if (jar && jar.header()) headers.cookie = jar.header();
   if (ip) headers['x-forwarded-for'] = ip;
-  const response = await t.app.request(path, { method, headers, body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body) });
+  const response = await t.app.request(path, {
+    method,
+    headers,
+    body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
+  });
   jar?.store(response);
   return response;
 }
 
 /** The mails the development mailer logged (API.md "Development email"), newest last. */
 export function mailsTo(t: Pick<TestApp, 'logger'>, to: string): { subject: string; text: string }[] {
-  return t.logger.lines.filter((line) => line.event === 'email' && line.to === to).map((line) => ({ subject: String(line.subject), text: String(line.text) }));
+  return t.logger.lines
+    .filter((line) => line.event === 'email' && line.to === to)
+    .map((line) => ({ subject: String(line.subject), text: String(line.text) }));
 }
 
 export function linkIn(text: string): string {

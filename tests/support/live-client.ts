@@ -37,7 +37,10 @@ export interface LiveClient {
  * Set-Cookie stored back), no redirects followed. `send` replaces `fetch`
  * (the bench counts SQL through `app.request` with the same client).
  */
-export function liveClient(base: string, send: (url: string, init: RequestInit) => Response | Promise<Response> = fetch): LiveClient {
+export function liveClient(
+  base: string,
+  send: (url: string, init: RequestInit) => Response | Promise<Response> = fetch,
+): LiveClient {
   return {
     base,
     async request(path, options = {}) {
@@ -80,7 +83,12 @@ export interface Mail {
 }
 
 /** The link in the newest mail to `to` whose subject matches, waited for (the mail arrives after the answer). */
-export async function mailedLink(mails: () => readonly Mail[], to: string, subject: RegExp, withinMs = 10_000): Promise<URL> {
+export async function mailedLink(
+  mails: () => readonly Mail[],
+  to: string,
+  subject: RegExp,
+  withinMs = 10_000,
+): Promise<URL> {
   const deadline = performance.now() + withinMs;
   for (;;) {
     const mail = mails()
@@ -104,13 +112,26 @@ export interface LiveUser {
 }
 
 /** Sign-up, the mailed verification link, sign-in: a user with a live session. */
-export async function signUpVerifySignIn(client: LiveClient, mails: () => readonly Mail[], options: { email?: string; label?: string } = {}): Promise<LiveUser> {
+export async function signUpVerifySignIn(
+  client: LiveClient,
+  mails: () => readonly Mail[],
+  options: { email?: string; label?: string } = {},
+): Promise<LiveUser> {
   const label = options.label ?? 'user';
   const email = options.email ?? `${label}-${crypto.randomUUID().slice(0, 12)}@example.test`;
-  expectStatus('sign-up', await client.request('/api/auth/sign-up/email', { body: { email, password: PASSWORD, name: label } }), 200);
+  expectStatus(
+    'sign-up',
+    await client.request('/api/auth/sign-up/email', { body: { email, password: PASSWORD, name: label } }),
+    200,
+  );
   const verified = await client.request(pathAndQuery(await mailedLink(mails, email, /verify/i)));
-  if (verified.status !== 200 && verified.status !== 302) throw new Error(`verify: ${verified.status} ${verified.text.slice(0, 300)}`);
+  if (verified.status !== 200 && verified.status !== 302)
+    throw new Error(`verify: ${verified.status} ${verified.text.slice(0, 300)}`);
   const jar = new CookieJar();
-  const signedIn = expectStatus('sign-in', await client.request('/api/auth/sign-in/email', { body: { email, password: PASSWORD }, jar }), 200);
+  const signedIn = expectStatus(
+    'sign-in',
+    await client.request('/api/auth/sign-in/email', { body: { email, password: PASSWORD }, jar }),
+    200,
+  );
   return { email, id: signedIn.user.id as string, jar };
 }

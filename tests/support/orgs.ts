@@ -1,8 +1,8 @@
-import { sql, type Kysely } from 'kysely';
+import { type Kysely, sql } from 'kysely';
 import { expect } from 'vitest';
 import type { TestApp } from './app.js';
 import { call, linkIn, mailsTo } from './http.js';
-import { signedInUser, type SignedInUser } from './users.js';
+import { type SignedInUser, signedInUser } from './users.js';
 
 /**
  * Organizations, invitations and membership through the real plugin routes
@@ -54,10 +54,17 @@ export async function expectStatus<T = any>(response: Response, status: number):
 }
 
 /** Creates an organization as `owner` (who becomes its Owner) and makes it `owner`'s active one. */
-export async function createOrganization(t: TestApp, owner: SignedInUser, options: { name?: string; slug?: string } = {}): Promise<TestOrganization> {
+export async function createOrganization(
+  t: TestApp,
+  owner: SignedInUser,
+  options: { name?: string; slug?: string } = {},
+): Promise<TestOrganization> {
   const slug = options.slug ?? uniqueSlug();
   const name = options.name ?? `Org ${slug}`;
-  const created = await expectStatus<{ id: string }>(await call(t, '/api/auth/organization/create', { body: { name, slug }, jar: owner.jar }), 200);
+  const created = await expectStatus<{ id: string }>(
+    await call(t, '/api/auth/organization/create', { body: { name, slug }, jar: owner.jar }),
+    200,
+  );
   await setActive(t, owner, created.id);
   const mine = (await listMembers(t, owner)).find((m) => m.userId === owner.id);
   if (!mine) throw new Error('the creator is not a member of the new organization');
@@ -65,11 +72,18 @@ export async function createOrganization(t: TestApp, owner: SignedInUser, option
 }
 
 export async function setActive(t: TestApp, user: Actor, organizationId: string): Promise<void> {
-  await expectStatus(await call(t, '/api/auth/organization/set-active', { body: { organizationId }, jar: user.jar }), 200);
+  await expectStatus(
+    await call(t, '/api/auth/organization/set-active', { body: { organizationId }, jar: user.jar }),
+    200,
+  );
 }
 
 /** POST invite-member as `inviter` (the raw response: tests of refusals read it). */
-export function invite(t: TestApp, inviter: Actor, body: { email: string; role?: unknown; organizationId?: string }): Promise<Response> {
+export function invite(
+  t: TestApp,
+  inviter: Actor,
+  body: { email: string; role?: unknown; organizationId?: string },
+): Promise<Response> {
   return call(t, '/api/auth/organization/invite-member', { body, jar: inviter.jar });
 }
 
@@ -89,7 +103,13 @@ export function invitationIdFromMail(t: TestApp, email: string): string {
  * `roleSlug`, the mail carries the link, `user` accepts it and makes the
  * organization active. Returns the new membership id.
  */
-export async function addMember(t: TestApp, org: TestOrganization, user: SignedInUser, roleSlug = 'member', inviter: Actor = org.owner): Promise<string> {
+export async function addMember(
+  t: TestApp,
+  org: TestOrganization,
+  user: SignedInUser,
+  roleSlug = 'member',
+  inviter: Actor = org.owner,
+): Promise<string> {
   await expectStatus(await invite(t, inviter, { email: user.email, role: roleSlug, organizationId: org.id }), 200);
   const invitationId = invitationIdFromMail(t, user.email);
   const accepted = await expectStatus<{ member: { id: string } }>(
@@ -101,7 +121,12 @@ export async function addMember(t: TestApp, org: TestOrganization, user: SignedI
 }
 
 /** A new signed-in user who joined `org` with `roleSlug` (active organization set). */
-export async function newMember(t: TestApp, org: TestOrganization, roleSlug = 'member', options: { name?: string } = {}) {
+export async function newMember(
+  t: TestApp,
+  org: TestOrganization,
+  roleSlug = 'member',
+  options: { name?: string } = {},
+) {
   const user = await signedInUser(t, options);
   const memberId = await addMember(t, org, user, roleSlug);
   return { ...user, memberId };
@@ -129,13 +154,20 @@ export async function roleSlugsByMember(t: TestApp, user: Actor): Promise<Record
 }
 
 export async function sessionPermissions(t: TestApp, user: Actor): Promise<string[]> {
-  const session = await expectStatus<{ permissions: string[] } | null>(await call(t, '/api/session', { jar: user.jar }), 200);
+  const session = await expectStatus<{ permissions: string[] } | null>(
+    await call(t, '/api/session', { jar: user.jar }),
+    200,
+  );
   if (!session) throw new Error('signed out');
   return [...session.permissions].sort();
 }
 
 /** Creates a custom role as `user` (expects 201). */
-export async function createRole(t: TestApp, user: Actor, body: { name: string; description?: string; permissions: string[] }): Promise<RoleRecord> {
+export async function createRole(
+  t: TestApp,
+  user: Actor,
+  body: { name: string; description?: string; permissions: string[] },
+): Promise<RoleRecord> {
   return expectStatus<RoleRecord>(await call(t, '/api/roles', { body, jar: user.jar }), 201);
 }
 
@@ -144,7 +176,11 @@ export async function createRole(t: TestApp, user: Actor, body: { name: string; 
  * FORCE ROW LEVEL SECURITY binds a non-superuser owner too (the PostgreSQL
  * server's), while PGlite's owner is the superuser and sees everything anyway.
  */
-export function asOwnerInTenant<T>(t: Pick<TestApp, 'database'>, tenantId: string, fn: (trx: Kysely<any>) => Promise<T>): Promise<T> {
+export function asOwnerInTenant<T>(
+  t: Pick<TestApp, 'database'>,
+  tenantId: string,
+  fn: (trx: Kysely<any>) => Promise<T>,
+): Promise<T> {
   return t.database.withOwner((owner) =>
     owner.transaction().execute(async (trx) => {
       await sql`select set_config('app.tenant_id', ${tenantId}, true)`.execute(trx);
@@ -172,9 +208,21 @@ export function auditRows(t: Pick<TestApp, 'database'>, tenantId: string, action
 }
 
 /** The organization's roles with their permission strings, straight from the tables (owner, tenant context). */
-export function storedRoles(t: Pick<TestApp, 'database'>, tenantId: string): Promise<{ id: string; slug: string; name: string; description: string; is_default: boolean; permissions: string[] }[]> {
+export function storedRoles(
+  t: Pick<TestApp, 'database'>,
+  tenantId: string,
+): Promise<
+  { id: string; slug: string; name: string; description: string; is_default: boolean; permissions: string[] }[]
+> {
   return asOwnerInTenant(t, tenantId, async (trx) => {
-    const { rows } = await sql<{ id: string; slug: string; name: string; description: string; is_default: boolean; permissions: string[] }>`
+    const { rows } = await sql<{
+      id: string;
+      slug: string;
+      name: string;
+      description: string;
+      is_default: boolean;
+      permissions: string[];
+    }>`
       select r.id, r.slug, r.name, r.description, r.is_default,
              coalesce(array_agg(p.resource || ':' || p.action order by p.resource || ':' || p.action) filter (where p.id is not null), '{}') as permissions
       from roles r
@@ -188,9 +236,16 @@ export function storedRoles(t: Pick<TestApp, 'database'>, tenantId: string): Pro
 }
 
 /** memberId -> role_id straight from the members table. */
-export function storedMemberRoles(t: Pick<TestApp, 'database'>, organizationId: string): Promise<Record<string, string | null>> {
+export function storedMemberRoles(
+  t: Pick<TestApp, 'database'>,
+  organizationId: string,
+): Promise<Record<string, string | null>> {
   return t.database.withOwner(async (owner) => {
-    const rows = await owner.selectFrom('members').select(['id', 'role_id']).where('organization_id', '=', organizationId).execute();
+    const rows = await owner
+      .selectFrom('members')
+      .select(['id', 'role_id'])
+      .where('organization_id', '=', organizationId)
+      .execute();
     return Object.fromEntries(rows.map((row: { id: string; role_id: string | null }) => [row.id, row.role_id]));
   });
 }

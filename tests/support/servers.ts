@@ -14,7 +14,9 @@ export function testServers(): TestServers | null {
   if (process.env.GATEHOUSE_TEST_SERVERS !== 'required') return null;
   const { TEST_PG_URL, TEST_PG_APP_URL, TEST_REDIS_URL } = process.env;
   if (!TEST_PG_URL || !TEST_PG_APP_URL || !TEST_REDIS_URL) {
-    throw new Error('The integration suite needs TEST_PG_URL, TEST_PG_APP_URL and TEST_REDIS_URL (see .ci/services.sh)');
+    throw new Error(
+      'The integration suite needs TEST_PG_URL, TEST_PG_APP_URL and TEST_REDIS_URL (see .ci/services.sh)',
+    );
   }
   return { pgUrl: TEST_PG_URL, pgAppUrl: TEST_PG_APP_URL, redisUrl: TEST_REDIS_URL };
 }

@@ -43,7 +43,7 @@
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import { connect, type AddressInfo, type Socket } from 'node:net';
+import { type AddressInfo, connect, type Socket } from 'node:net';
 
 export interface StartUpstashServerOptions {
   /** e.g. `redis://127.0.0.1:6379`, `redis://:password@host:6379/2` */
@@ -142,7 +142,7 @@ function parseRedisUrl(redisUrl: string): RedisTarget {
   };
   if (url.username) target.username = decodeURIComponent(url.username);
   if (url.password) target.password = decodeURIComponent(url.password);
-  const db = url.pathname.replace(/^\//, "");
+  const db = url.pathname.replace(/^\//, '');
   if (db) {
     if (!/^\d+$/.test(db)) throw new Error(`startUpstashServer: bad database number in ${redisUrl}`);
     target.db = Number(db);
@@ -356,11 +356,7 @@ class ScriptRegistry {
 
   /** Rewrites a reply after redis answered `args` (the original, un-rewritten command). */
   rewriteReply(args: readonly string[], reply: Reply): Reply {
-    if (
-      (args[0] ?? '').toUpperCase() === 'SCRIPT' &&
-      (args[1] ?? '').toUpperCase() === 'LOAD' &&
-      reply.t === 'bulk'
-    ) {
+    if ((args[0] ?? '').toUpperCase() === 'SCRIPT' && (args[1] ?? '').toUpperCase() === 'LOAD' && reply.t === 'bulk') {
       const clientSha = this.toClient.get(reply.v.toString('utf8'));
       if (clientSha) return { t: 'bulk', v: Buffer.from(clientSha) };
     }
@@ -599,7 +595,8 @@ export async function startUpstashServer(opts: StartUpstashServerOptions): Promi
       sendJson(res, status, payload);
     } catch (err) {
       if (err instanceof BadRequest) sendJson(res, 400, { error: err.message });
-      else sendJson(res, 500, { error: `ERR Upstash test server: ${err instanceof Error ? err.message : String(err)}` });
+      else
+        sendJson(res, 500, { error: `ERR Upstash test server: ${err instanceof Error ? err.message : String(err)}` });
     }
   }
 

@@ -1,6 +1,6 @@
 import { expect } from 'vitest';
 import type { TestApp } from './app.js';
-import { call, CookieJar, linkIn, mailsTo, pathOf, PASSWORD } from './http.js';
+import { CookieJar, call, linkIn, mailsTo, PASSWORD, pathOf } from './http.js';
 
 let counter = 0;
 

@@ -1,11 +1,11 @@
-import { sql, type Kysely } from 'kysely';
+import { type Kysely, sql } from 'kysely';
 import { recordAudit } from '../../audit.js';
 import { ApiError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
-import type { DB } from '../database.js';
-import { revokeKeys } from './api-keys.js';
-import { setScope, setTenant } from '../tenant.js';
 import { runInTransaction } from '../ambient.js';
+import type { DB } from '../database.js';
+import { setScope, setTenant } from '../tenant.js';
+import { revokeKeys } from './api-keys.js';
 
 /** When an account scheduled at `deletedAt` is due for purge (ACCOUNT_DELETION_GRACE_DAYS). */
 export function purgeAfter(deletedAt: Date | string, graceDays: number): Date {
@@ -26,7 +26,12 @@ export async function purgeAccount(
   { userId, actorId, requestId, dueBy }: { userId: string; actorId: string | null; requestId?: string; dueBy?: Date },
 ): Promise<boolean> {
   return runInTransaction(db, async (trx) => {
-    const user = await trx.selectFrom('users').select(['id', 'deleted_at']).where('id', '=', userId).forUpdate().executeTakeFirst();
+    const user = await trx
+      .selectFrom('users')
+      .select(['id', 'deleted_at'])
+      .where('id', '=', userId)
+      .forUpdate()
+      .executeTakeFirst();
     // `dueBy`: the scheduled job picked the account before taking this lock;
     // since then it may have been reactivated (or purged by its owner), and
     // then it is left alone (false).
@@ -38,16 +43,22 @@ export async function purgeAccount(
       .select([
         'm.organization_id',
         'm.role',
-        sql<number>`(select count(*) from members o where o.organization_id = m.organization_id and o.role = 'owner')::int`.as('owners'),
+        sql<number>`(select count(*) from members o where o.organization_id = m.organization_id and o.role = 'owner')::int`.as(
+          'owners',
+        ),
         sql<number>`(select count(*) from members o where o.organization_id = m.organization_id)::int`.as('members'),
       ])
       .where('m.user_id', '=', userId)
       .execute();
     const blocked = memberships.filter((m) => m.role === 'owner' && m.owners <= 1 && m.members > 1);
     if (blocked.length > 0) {
-      throw new ApiError('OWNERSHIP_CONSTRAINT', 'Transfer ownership of your organizations with other members before purging the account', {
-        details: blocked.map((m) => ({ path: 'organizationId', message: m.organization_id })),
-      });
+      throw new ApiError(
+        'OWNERSHIP_CONSTRAINT',
+        'Transfer ownership of your organizations with other members before purging the account',
+        {
+          details: blocked.map((m) => ({ path: 'organizationId', message: m.organization_id })),
+        },
+      );
     }
 
     await revokeKeys(trx, { createdBy: userId, actorId, requestId, reason: 'account_purged' });
@@ -64,7 +75,13 @@ export async function purgeAccount(
       .execute();
     // Sessions, accounts, memberships and invitations sent go by cascade.
     await trx.deleteFrom('users').where('id', '=', userId).execute();
-    await recordAudit(trx, { action: 'account.purged', actorId, organizationId: null, metadata: { userId }, requestId });
+    await recordAudit(trx, {
+      action: 'account.purged',
+      actorId,
+      organizationId: null,
+      metadata: { userId },
+      requestId,
+    });
     return true;
   });
 }
@@ -74,9 +91,18 @@ export async function purgeAccount(
  * account whose grace period has ended, each in its own transaction; one
  * failure is logged and counted, and the others go on.
  */
-export async function purgeExpiredAccounts(db: Kysely<DB>, { now, graceDays, logger }: { now: Date; graceDays: number; logger: Logger }): Promise<{ purged: number; failed: number }> {
+export async function purgeExpiredAccounts(
+  db: Kysely<DB>,
+  { now, graceDays, logger }: { now: Date; graceDays: number; logger: Logger },
+): Promise<{ purged: number; failed: number }> {
   const cutoff = new Date(now.getTime() - graceDays * 24 * 60 * 60 * 1000);
-  const due = await db.selectFrom('users').select('id').where('deleted_at', 'is not', null).where('deleted_at', '<=', cutoff).orderBy('deleted_at').execute();
+  const due = await db
+    .selectFrom('users')
+    .select('id')
+    .where('deleted_at', 'is not', null)
+    .where('deleted_at', '<=', cutoff)
+    .orderBy('deleted_at')
+    .execute();
   let purged = 0;
   let failed = 0;
   let skipped = 0;
@@ -86,7 +112,11 @@ export async function purgeExpiredAccounts(db: Kysely<DB>, { now, graceDays, log
       else skipped += 1;
     } catch (error) {
       failed += 1;
-      logger.error('account.purge_failed', { userId: id, code: error instanceof ApiError ? error.code : 'INTERNAL_ERROR', message: (error as Error).message });
+      logger.error('account.purge_failed', {
+        userId: id,
+        code: error instanceof ApiError ? error.code : 'INTERNAL_ERROR',
+        message: (error as Error).message,
+      });
     }
   }
   logger.info('account.purge_run', { due: due.length, purged, failed, skipped });
@@ -94,23 +124,50 @@ export async function purgeExpiredAccounts(db: Kysely<DB>, { now, graceDays, log
 }
 
 export function findProfile(db: Kysely<DB>, userId: string) {
-  return db.selectFrom('users').select(['id', 'email', 'name', 'role', 'email_verified', 'deleted_at']).where('id', '=', userId).executeTakeFirst();
+  return db
+    .selectFrom('users')
+    .select(['id', 'email', 'name', 'role', 'email_verified', 'deleted_at'])
+    .where('id', '=', userId)
+    .executeTakeFirst();
 }
 
 /** Marks the account for deletion at `at` (spec §3 "Account scheduled for deletion"), audited with its purge date. */
-export async function scheduleDeletion(db: Kysely<DB>, { userId, at, purgeAfter, requestId }: { userId: string; at: Date; purgeAfter: Date; requestId?: string }): Promise<void> {
+export async function scheduleDeletion(
+  db: Kysely<DB>,
+  { userId, at, purgeAfter, requestId }: { userId: string; at: Date; purgeAfter: Date; requestId?: string },
+): Promise<void> {
   await runInTransaction(db, async (trx) => {
     await trx.updateTable('users').set({ deleted_at: at, updated_at: at }).where('id', '=', userId).execute();
-    await recordAudit(trx, { action: 'account.deletion_scheduled', actorId: userId, organizationId: null, metadata: { userId, purgeAfter: purgeAfter.toISOString() }, requestId });
+    await recordAudit(trx, {
+      action: 'account.deletion_scheduled',
+      actorId: userId,
+      organizationId: null,
+      metadata: { userId, purgeAfter: purgeAfter.toISOString() },
+      requestId,
+    });
   });
 }
 
 /** Cancels a scheduled deletion; audited only when there was one. */
-export async function reactivate(db: Kysely<DB>, { userId, at, requestId }: { userId: string; at: Date; requestId?: string }): Promise<void> {
+export async function reactivate(
+  db: Kysely<DB>,
+  { userId, at, requestId }: { userId: string; at: Date; requestId?: string },
+): Promise<void> {
   await runInTransaction(db, async (trx) => {
-    const cleared = await trx.updateTable('users').set({ deleted_at: null, updated_at: at }).where('id', '=', userId).where('deleted_at', 'is not', null).executeTakeFirst();
+    const cleared = await trx
+      .updateTable('users')
+      .set({ deleted_at: null, updated_at: at })
+      .where('id', '=', userId)
+      .where('deleted_at', 'is not', null)
+      .executeTakeFirst();
     if (cleared.numUpdatedRows > 0n) {
-      await recordAudit(trx, { action: 'account.reactivated', actorId: userId, organizationId: null, metadata: { userId }, requestId });
+      await recordAudit(trx, {
+        action: 'account.reactivated',
+        actorId: userId,
+        organizationId: null,
+        metadata: { userId },
+        requestId,
+      });
     }
   });
 }
@@ -129,7 +186,11 @@ export async function exportAccount(db: Kysely<DB>, userId: string) {
     for (const m of memberships) {
       if (!m.role_id) continue;
       await setTenant(trx, m.organization_id);
-      const role = await trx.selectFrom('roles').select(['slug', 'name']).where('id', '=', m.role_id).executeTakeFirst();
+      const role = await trx
+        .selectFrom('roles')
+        .select(['slug', 'name'])
+        .where('id', '=', m.role_id)
+        .executeTakeFirst();
       if (role) roles.set(m.role_id, role);
     }
     // No tenant named: the key and audit policies admit the caller's own rows (migrations 0003, 0004).
@@ -140,13 +201,27 @@ export async function exportAccount(db: Kysely<DB>, userId: string) {
       .where('created_by', '=', userId)
       .orderBy('created_at')
       .execute();
-    const audit = await trx.selectFrom('audit_logs').select(['id', 'action', 'tenant_id', 'metadata', 'created_at']).where('actor_id', '=', userId).orderBy('created_at').orderBy('id').execute();
+    const audit = await trx
+      .selectFrom('audit_logs')
+      .select(['id', 'action', 'tenant_id', 'metadata', 'created_at'])
+      .where('actor_id', '=', userId)
+      .orderBy('created_at')
+      .orderBy('id')
+      .execute();
     return { memberships, roles, keys, audit };
   });
 }
 
 /** The token of one of the user's own sessions (the library revokes by token; the service names sessions by id). */
-export async function sessionToken(db: Kysely<DB>, { sessionId, userId }: { sessionId: string; userId: string }): Promise<string | null> {
-  const found = await db.selectFrom('sessions').select('token').where('id', '=', sessionId).where('user_id', '=', userId).executeTakeFirst();
+export async function sessionToken(
+  db: Kysely<DB>,
+  { sessionId, userId }: { sessionId: string; userId: string },
+): Promise<string | null> {
+  const found = await db
+    .selectFrom('sessions')
+    .select('token')
+    .where('id', '=', sessionId)
+    .where('user_id', '=', userId)
+    .executeTakeFirst();
   return found?.token ?? null;
 }

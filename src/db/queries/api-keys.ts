@@ -1,13 +1,30 @@
-import { sql, type Kysely, type Transaction } from 'kysely';
+import { type Kysely, sql, type Transaction } from 'kysely';
 import { recordAudit } from '../../audit.js';
 import type { DB } from '../database.js';
 import { setScope, setTenant, withTenant } from '../tenant.js';
 
-export const KEY_COLUMNS = ['id', 'tenant_id', 'created_by', 'name', 'scopes', 'expires_at', 'key_prefix', 'last_four', 'created_at', 'revoked_at', 'last_used_at'] as const;
+export const KEY_COLUMNS = [
+  'id',
+  'tenant_id',
+  'created_by',
+  'name',
+  'scopes',
+  'expires_at',
+  'key_prefix',
+  'last_four',
+  'created_at',
+  'revoked_at',
+  'last_used_at',
+] as const;
 
 /** The metadata audit entries carry (spec §2: name, scopes, expiry; never the key, hash or salt). */
 export function keyMetadata(key: { id: string; name: string; scopes: string[]; expires_at: Date | null }) {
-  return { keyId: key.id, name: key.name, scopes: key.scopes, expiresAt: key.expires_at ? new Date(key.expires_at).toISOString() : null };
+  return {
+    keyId: key.id,
+    name: key.name,
+    scopes: key.scopes,
+    expiresAt: key.expires_at ? new Date(key.expires_at).toISOString() : null,
+  };
 }
 
 export interface RevokeKeys {
@@ -32,41 +49,76 @@ export interface RevokeKeys {
  * Needs nothing set on `trx`; leaves the tenant named when given, no tenant
  * and no key owner otherwise.
  */
-export async function revokeKeys(trx: Transaction<DB>, target: RevokeKeys): Promise<{ id: string; revoked_at: Date | null }[]> {
+export async function revokeKeys(
+  trx: Transaction<DB>,
+  target: RevokeKeys,
+): Promise<{ id: string; revoked_at: Date | null }[]> {
   const { tenantId, createdBy, keyId, actorId, requestId, reason } = target;
   if (tenantId === undefined) {
     if (!createdBy) throw new Error('revokeKeys: name a tenant or a creator');
     await setScope(trx, { tenantId: '', keyOwnerId: createdBy });
-    const tenants = await trx.selectFrom('api_keys').select('tenant_id').distinct().where('created_by', '=', createdBy).where('revoked_at', 'is', null).execute();
+    const tenants = await trx
+      .selectFrom('api_keys')
+      .select('tenant_id')
+      .distinct()
+      .where('created_by', '=', createdBy)
+      .where('revoked_at', 'is', null)
+      .execute();
     const revoked = [];
     for (const { tenant_id } of tenants) revoked.push(...(await revokeKeys(trx, { ...target, tenantId: tenant_id })));
     await setScope(trx, { tenantId: '', keyOwnerId: '' });
     return revoked;
   }
   await setTenant(trx, tenantId);
-  let query = trx.updateTable('api_keys').set({ revoked_at: sql`now()` }).where('tenant_id', '=', tenantId).where('revoked_at', 'is', null);
+  let query = trx
+    .updateTable('api_keys')
+    .set({ revoked_at: sql`now()` })
+    .where('tenant_id', '=', tenantId)
+    .where('revoked_at', 'is', null);
   if (createdBy) query = query.where('created_by', '=', createdBy);
   if (keyId) query = query.where('id', '=', keyId);
   const revoked = await query.returning(['id', 'name', 'scopes', 'expires_at', 'revoked_at']).execute();
   for (const key of revoked) {
-    await recordAudit(trx, { action: 'api_key.revoked', actorId, organizationId: tenantId, metadata: { ...keyMetadata(key), ...(reason ? { reason } : {}) }, requestId });
+    await recordAudit(trx, {
+      action: 'api_key.revoked',
+      actorId,
+      organizationId: tenantId,
+      metadata: { ...keyMetadata(key), ...(reason ? { reason } : {}) },
+      requestId,
+    });
   }
   return revoked;
 }
 
 /** DELETE /api/api-keys/:id, idempotent: when the key was revoked, by this call or before; NOT_FOUND is the caller's to raise (null). */
-export async function revokeKey(db: Kysely<DB>, { tenantId, keyId, actorId, requestId }: { tenantId: string; keyId: string; actorId: string; requestId?: string }): Promise<Date | null> {
+export async function revokeKey(
+  db: Kysely<DB>,
+  { tenantId, keyId, actorId, requestId }: { tenantId: string; keyId: string; actorId: string; requestId?: string },
+): Promise<Date | null> {
   return withTenant(db, tenantId, async (trx) => {
     const [revoked] = await revokeKeys(trx, { tenantId, keyId, actorId, requestId });
     if (revoked) return revoked.revoked_at!;
-    const existing = await trx.selectFrom('api_keys').select('revoked_at').where('tenant_id', '=', tenantId).where('id', '=', keyId).executeTakeFirst();
+    const existing = await trx
+      .selectFrom('api_keys')
+      .select('revoked_at')
+      .where('tenant_id', '=', tenantId)
+      .where('id', '=', keyId)
+      .executeTakeFirst();
     return existing?.revoked_at ?? null;
   });
 }
 
 /** The organization's keys, newest first. */
 export function listKeys(db: Kysely<DB>, tenantId: string) {
-  return withTenant(db, tenantId, (trx) => trx.selectFrom('api_keys').select([...KEY_COLUMNS]).where('tenant_id', '=', tenantId).orderBy('created_at', 'desc').orderBy('id', 'desc').execute());
+  return withTenant(db, tenantId, (trx) =>
+    trx
+      .selectFrom('api_keys')
+      .select([...KEY_COLUMNS])
+      .where('tenant_id', '=', tenantId)
+      .orderBy('created_at', 'desc')
+      .orderBy('id', 'desc')
+      .execute(),
+  );
 }
 
 export interface NewKey {
@@ -97,7 +149,13 @@ export function insertKey(db: Kysely<DB>, key: NewKey) {
       })
       .returning([...KEY_COLUMNS])
       .executeTakeFirstOrThrow();
-    await recordAudit(trx, { action: 'api_key.created', actorId: key.createdBy, organizationId: key.tenantId, metadata: keyMetadata(inserted), requestId: key.requestId });
+    await recordAudit(trx, {
+      action: 'api_key.created',
+      actorId: key.createdBy,
+      organizationId: key.tenantId,
+      metadata: keyMetadata(inserted),
+      requestId: key.requestId,
+    });
     return inserted;
   });
 }

@@ -5,5 +5,13 @@ import { withTenant } from '../tenant.js';
 
 /** GET /api/audit-logs: a page of one organization's entries, newest first. */
 export function auditPage(db: Kysely<DB>, tenantId: string, page: { limit: number; cursor?: string }) {
-  return withTenant(db, tenantId, (trx) => paginate(trx.selectFrom('audit_logs').select(['id', 'action', 'actor_id', 'tenant_id', 'metadata', 'created_at']).where('tenant_id', '=', tenantId), page));
+  return withTenant(db, tenantId, (trx) =>
+    paginate(
+      trx
+        .selectFrom('audit_logs')
+        .select(['id', 'action', 'actor_id', 'tenant_id', 'metadata', 'created_at'])
+        .where('tenant_id', '=', tenantId),
+      page,
+    ),
+  );
 }

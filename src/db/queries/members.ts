@@ -1,11 +1,11 @@
 import type { Kysely, Transaction } from 'kysely';
 import { recordAudit } from '../../audit.js';
-import { ApiError } from '../../errors.js';
 import { missing } from '../../auth/permissions.js';
-import type { DB } from '../database.js';
-import { findDefaultRole, findRole, libraryRoleFor } from './roles.js';
-import { withTenant } from '../tenant.js';
+import { ApiError } from '../../errors.js';
 import type { EnrichedSession } from '../../types.js';
+import type { DB } from '../database.js';
+import { withTenant } from '../tenant.js';
+import { findDefaultRole, findRole, libraryRoleFor } from './roles.js';
 
 /**
  * Locks the organization's Owner memberships for the rest of the
@@ -15,7 +15,14 @@ import type { EnrichedSession } from '../../types.js';
  */
 export async function lockOwners(trx: Transaction<DB>, tenantId: string): Promise<string[]> {
   const owner = await findDefaultRole(trx, tenantId, 'owner');
-  const rows = await trx.selectFrom('members').select('id').where('organization_id', '=', tenantId).where('role_id', '=', owner.id).orderBy('id').forUpdate().execute();
+  const rows = await trx
+    .selectFrom('members')
+    .select('id')
+    .where('organization_id', '=', tenantId)
+    .where('role_id', '=', owner.id)
+    .orderBy('id')
+    .forUpdate()
+    .execute();
   return rows.map((row) => row.id);
 }
 
@@ -31,22 +38,44 @@ export interface RoleChange {
  * a role holding permissions the caller lacks (no escalation by assignment).
  * Needs the tenant set on `trx`.
  */
-export async function changeMemberRole(trx: Transaction<DB>, { tenantId, memberId, roleId, actor }: { tenantId: string; memberId: string; roleId: string; actor: EnrichedSession }): Promise<RoleChange> {
+export async function changeMemberRole(
+  trx: Transaction<DB>,
+  { tenantId, memberId, roleId, actor }: { tenantId: string; memberId: string; roleId: string; actor: EnrichedSession },
+): Promise<RoleChange> {
   const owners = await lockOwners(trx, tenantId);
-  const member = await trx.selectFrom('members').select(['id', 'role_id']).where('organization_id', '=', tenantId).where('id', '=', memberId).forUpdate().executeTakeFirst();
+  const member = await trx
+    .selectFrom('members')
+    .select(['id', 'role_id'])
+    .where('organization_id', '=', tenantId)
+    .where('id', '=', memberId)
+    .forUpdate()
+    .executeTakeFirst();
   if (!member) throw new ApiError('NOT_FOUND', 'Member not found');
   // Key-share lock: a concurrent DELETE /api/roles/:id either waits for this
   // change (and then moves the member to Viewer) or wins, and the role is not
   // found here (404), instead of a foreign-key violation (500) at the update.
-  const lockedTarget = await trx.selectFrom('roles').select('id').where('tenant_id', '=', tenantId).where('id', '=', roleId).forKeyShare().executeTakeFirst();
+  const lockedTarget = await trx
+    .selectFrom('roles')
+    .select('id')
+    .where('tenant_id', '=', tenantId)
+    .where('id', '=', roleId)
+    .forKeyShare()
+    .executeTakeFirst();
   const target = lockedTarget && (await findRole(trx, tenantId, roleId));
   if (!target) throw new ApiError('NOT_FOUND', 'Role not found');
   const previous = member.role_id ? await findRole(trx, tenantId, member.role_id) : undefined;
 
   if (actor.user.role !== 'superadmin') {
-    const lacking = [...new Set([...missing(actor.permissions, target.permissions), ...missing(actor.permissions, previous?.permissions ?? [])])].sort();
+    const lacking = [
+      ...new Set([
+        ...missing(actor.permissions, target.permissions),
+        ...missing(actor.permissions, previous?.permissions ?? []),
+      ]),
+    ].sort();
     if (lacking.length > 0) {
-      throw new ApiError('INSUFFICIENT_PERMISSIONS', 'Insufficient permissions', { details: lacking.map((p) => ({ path: 'roleId', message: `caller lacks ${p}` })) });
+      throw new ApiError('INSUFFICIENT_PERMISSIONS', 'Insufficient permissions', {
+        details: lacking.map((p) => ({ path: 'roleId', message: `caller lacks ${p}` })),
+      });
     }
   }
   const isOwner = owners.includes(member.id);
@@ -54,7 +83,11 @@ export async function changeMemberRole(trx: Transaction<DB>, { tenantId, memberI
     throw new ApiError('OWNERSHIP_CONSTRAINT', 'The organization must keep at least one Owner');
   }
   if (member.role_id !== target.id) {
-    await trx.updateTable('members').set({ role_id: target.id, role: libraryRoleFor(target.slug) }).where('id', '=', member.id).execute();
+    await trx
+      .updateTable('members')
+      .set({ role_id: target.id, role: libraryRoleFor(target.slug) })
+      .where('id', '=', member.id)
+      .execute();
   }
   return { memberId: member.id, roleId: target.id, previousRoleId: member.role_id };
 }
@@ -62,12 +95,24 @@ export async function changeMemberRole(trx: Transaction<DB>, { tenantId, memberI
 /** changeMemberRole in its own transaction, audited as `member.role_changed` when the role changed. */
 export function setMemberRole(
   db: Kysely<DB>,
-  { tenantId, memberId, roleId, actor, requestId }: { tenantId: string; memberId: string; roleId: string; actor: EnrichedSession; requestId?: string },
+  {
+    tenantId,
+    memberId,
+    roleId,
+    actor,
+    requestId,
+  }: { tenantId: string; memberId: string; roleId: string; actor: EnrichedSession; requestId?: string },
 ): Promise<RoleChange> {
   return withTenant(db, tenantId, async (trx) => {
     const result = await changeMemberRole(trx, { tenantId, memberId, roleId, actor });
     if (result.previousRoleId !== result.roleId) {
-      await recordAudit(trx, { action: 'member.role_changed', actorId: actor.user.id, organizationId: tenantId, metadata: { ...result }, requestId });
+      await recordAudit(trx, {
+        action: 'member.role_changed',
+        actorId: actor.user.id,
+        organizationId: tenantId,
+        metadata: { ...result },
+        requestId,
+      });
     }
     return result;
   });
@@ -79,19 +124,46 @@ export function setMemberRole(
  */
 export function transferOwnership(
   db: Kysely<DB>,
-  { tenantId, userId, targetMemberId, requestId }: { tenantId: string; userId: string; targetMemberId: string; requestId?: string },
+  {
+    tenantId,
+    userId,
+    targetMemberId,
+    requestId,
+  }: { tenantId: string; userId: string; targetMemberId: string; requestId?: string },
 ) {
   return withTenant(db, tenantId, async (trx) => {
     const owners = await lockOwners(trx, tenantId);
     const caller = await membershipOf(trx, tenantId, userId);
-    if (!caller || !owners.includes(caller.id)) throw new ApiError('NOT_OWNER', 'Only the current Owner can transfer ownership');
+    if (!caller || !owners.includes(caller.id))
+      throw new ApiError('NOT_OWNER', 'Only the current Owner can transfer ownership');
     const admin = await findDefaultRole(trx, tenantId, 'admin');
     const owner = await findDefaultRole(trx, tenantId, 'owner');
-    const target = await trx.selectFrom('members').select(['id', 'role_id']).where('organization_id', '=', tenantId).where('id', '=', targetMemberId).forUpdate().executeTakeFirst();
-    if (!target || target.role_id !== admin.id) throw new ApiError('TARGET_NOT_ADMIN', 'The new Owner must be an Admin of this organization');
-    await trx.updateTable('members').set({ role_id: admin.id, role: libraryRoleFor('admin') }).where('id', '=', caller.id).execute();
-    await trx.updateTable('members').set({ role_id: owner.id, role: libraryRoleFor('owner') }).where('id', '=', target.id).execute();
-    await recordAudit(trx, { action: 'ownership.transferred', actorId: userId, organizationId: tenantId, metadata: { previousOwnerMemberId: caller.id, newOwnerMemberId: target.id }, requestId });
+    const target = await trx
+      .selectFrom('members')
+      .select(['id', 'role_id'])
+      .where('organization_id', '=', tenantId)
+      .where('id', '=', targetMemberId)
+      .forUpdate()
+      .executeTakeFirst();
+    if (!target || target.role_id !== admin.id)
+      throw new ApiError('TARGET_NOT_ADMIN', 'The new Owner must be an Admin of this organization');
+    await trx
+      .updateTable('members')
+      .set({ role_id: admin.id, role: libraryRoleFor('admin') })
+      .where('id', '=', caller.id)
+      .execute();
+    await trx
+      .updateTable('members')
+      .set({ role_id: owner.id, role: libraryRoleFor('owner') })
+      .where('id', '=', target.id)
+      .execute();
+    await recordAudit(trx, {
+      action: 'ownership.transferred',
+      actorId: userId,
+      organizationId: tenantId,
+      metadata: { previousOwnerMemberId: caller.id, newOwnerMemberId: target.id },
+      requestId,
+    });
     return { transferred: true as const, previousOwnerMemberId: caller.id, newOwnerMemberId: target.id };
   });
 }
@@ -110,14 +182,16 @@ export interface MemberRow {
 export function listMembers(db: Kysely<DB>, tenantId: string): Promise<MemberRow[]> {
   return withTenant(db, tenantId, (trx) =>
     trx
-    .selectFrom('members as m')
-    .innerJoin('users as u', 'u.id', 'm.user_id')
-    .leftJoin('roles as r', (join) => join.onRef('r.id', '=', 'm.role_id').onRef('r.tenant_id', '=', 'm.organization_id'))
-    .select(['m.id', 'm.user_id', 'u.email', 'u.name', 'm.role_id', 'r.slug as role_slug', 'm.created_at'])
-    .where('m.organization_id', '=', tenantId)
-    .orderBy('m.created_at')
-    .orderBy('m.id')
-    .execute(),
+      .selectFrom('members as m')
+      .innerJoin('users as u', 'u.id', 'm.user_id')
+      .leftJoin('roles as r', (join) =>
+        join.onRef('r.id', '=', 'm.role_id').onRef('r.tenant_id', '=', 'm.organization_id'),
+      )
+      .select(['m.id', 'm.user_id', 'u.email', 'u.name', 'm.role_id', 'r.slug as role_slug', 'm.created_at'])
+      .where('m.organization_id', '=', tenantId)
+      .orderBy('m.created_at')
+      .orderBy('m.id')
+      .execute(),
   );
 }
 
@@ -125,10 +199,11 @@ export function listMembers(db: Kysely<DB>, tenantId: string): Promise<MemberRow
 export async function membershipOf(trx: Transaction<DB>, tenantId: string, userId: string) {
   return trx
     .selectFrom('members as m')
-    .leftJoin('roles as r', (join) => join.onRef('r.id', '=', 'm.role_id').onRef('r.tenant_id', '=', 'm.organization_id'))
+    .leftJoin('roles as r', (join) =>
+      join.onRef('r.id', '=', 'm.role_id').onRef('r.tenant_id', '=', 'm.organization_id'),
+    )
     .select(['m.id', 'm.role_id', 'r.slug as role_slug'])
     .where('m.organization_id', '=', tenantId)
     .where('m.user_id', '=', userId)
     .executeTakeFirst();
 }
-

@@ -1,4 +1,4 @@
-import { sql, type Kysely, type Transaction } from 'kysely';
+import { type Kysely, sql, type Transaction } from 'kysely';
 import { recordAudit } from '../../audit.js';
 import { DEFAULT_ROLES, type DefaultRoleSlug } from '../../auth/permissions.js';
 import { ApiError } from '../../errors.js';
@@ -42,19 +42,41 @@ export async function listRoles(db: Db, tenantId: string): Promise<RoleWithPermi
 }
 
 export async function findRole(db: Db, tenantId: string, id: string): Promise<RoleWithPermissions | undefined> {
-  return db.selectFrom('roles').selectAll().select(permissionList.as('permissions')).where('tenant_id', '=', tenantId).where('id', '=', id).executeTakeFirst();
+  return db
+    .selectFrom('roles')
+    .selectAll()
+    .select(permissionList.as('permissions'))
+    .where('tenant_id', '=', tenantId)
+    .where('id', '=', id)
+    .executeTakeFirst();
 }
 
 export async function findRoleBySlug(db: Db, tenantId: string, slug: string): Promise<RoleWithPermissions | undefined> {
-  return db.selectFrom('roles').selectAll().select(permissionList.as('permissions')).where('tenant_id', '=', tenantId).where('slug', '=', slug).executeTakeFirst();
+  return db
+    .selectFrom('roles')
+    .selectAll()
+    .select(permissionList.as('permissions'))
+    .where('tenant_id', '=', tenantId)
+    .where('slug', '=', slug)
+    .executeTakeFirst();
 }
 
 export async function findDefaultRole(db: Db, tenantId: string, slug: DefaultRoleSlug): Promise<Role> {
-  return db.selectFrom('roles').selectAll().where('tenant_id', '=', tenantId).where('slug', '=', slug).where('is_default', '=', true).executeTakeFirstOrThrow();
+  return db
+    .selectFrom('roles')
+    .selectAll()
+    .where('tenant_id', '=', tenantId)
+    .where('slug', '=', slug)
+    .where('is_default', '=', true)
+    .executeTakeFirstOrThrow();
 }
 
 /** Replaces a role's permission set. The strings must exist (callers validate first). */
-export async function setRolePermissions(trx: Transaction<DB>, roleId: string, permissions: readonly string[]): Promise<void> {
+export async function setRolePermissions(
+  trx: Transaction<DB>,
+  roleId: string,
+  permissions: readonly string[],
+): Promise<void> {
   await trx.deleteFrom('role_permissions').where('role_id', '=', roleId).execute();
   if (permissions.length === 0) return;
   await trx
@@ -76,12 +98,21 @@ export async function knownPermissions(db: Db): Promise<Set<string>> {
 }
 
 /** Spec §6 ORGANIZATION_CREATED: the four default roles; returns their ids by slug. Needs the tenant set on `trx`. */
-export async function seedDefaultRoles(trx: Transaction<DB>, tenantId: string): Promise<Record<DefaultRoleSlug, string>> {
+export async function seedDefaultRoles(
+  trx: Transaction<DB>,
+  tenantId: string,
+): Promise<Record<DefaultRoleSlug, string>> {
   const ids = {} as Record<DefaultRoleSlug, string>;
   for (const role of DEFAULT_ROLES) {
     const { id } = await trx
       .insertInto('roles')
-      .values({ tenant_id: tenantId, name: role.name, slug: role.slug, description: role.description, is_default: true })
+      .values({
+        tenant_id: tenantId,
+        name: role.name,
+        slug: role.slug,
+        description: role.description,
+        is_default: true,
+      })
       .returning('id')
       .executeTakeFirstOrThrow();
     await setRolePermissions(trx, id, role.permissions);
@@ -105,7 +136,8 @@ async function uniqueSlug<T>(slug: string | undefined, write: () => Promise<T>):
   try {
     return await write();
   } catch (error) {
-    if ((error as { code?: unknown })?.code === '23505' && slug) throw new ApiError('SLUG_CONFLICT', `A role with slug "${slug}" already exists in this organization`);
+    if ((error as { code?: unknown })?.code === '23505' && slug)
+      throw new ApiError('SLUG_CONFLICT', `A role with slug "${slug}" already exists in this organization`);
     throw error;
   }
 }
@@ -113,14 +145,32 @@ async function uniqueSlug<T>(slug: string | undefined, write: () => Promise<T>):
 /** A custom role with its permissions (validated by the caller), audited as `role.created`. */
 export function createRole(
   db: Kysely<DB>,
-  { tenantId, name, slug, description, permissions, actorId, requestId }: Actor & { tenantId: string; name: string; slug: string; description: string; permissions: readonly string[] },
+  {
+    tenantId,
+    name,
+    slug,
+    description,
+    permissions,
+    actorId,
+    requestId,
+  }: Actor & { tenantId: string; name: string; slug: string; description: string; permissions: readonly string[] },
 ): Promise<RoleWithPermissions> {
   return uniqueSlug(slug, () =>
     withTenant(db, tenantId, async (trx) => {
-      const { id } = await trx.insertInto('roles').values({ tenant_id: tenantId, name, slug, description }).returning('id').executeTakeFirstOrThrow();
+      const { id } = await trx
+        .insertInto('roles')
+        .values({ tenant_id: tenantId, name, slug, description })
+        .returning('id')
+        .executeTakeFirstOrThrow();
       await setRolePermissions(trx, id, permissions);
       const created = (await findRole(trx, tenantId, id))!;
-      await recordAudit(trx, { action: 'role.created', actorId, organizationId: tenantId, metadata: { roleId: id, name, slug, permissions: created.permissions }, requestId });
+      await recordAudit(trx, {
+        action: 'role.created',
+        actorId,
+        organizationId: tenantId,
+        metadata: { roleId: id, name, slug, permissions: created.permissions },
+        requestId,
+      });
       return created;
     }),
   );
@@ -132,11 +182,27 @@ export function createRole(
  */
 export function updateRole(
   db: Kysely<DB>,
-  { tenantId, id, changes, actorId, requestId }: Actor & { tenantId: string; id: string; changes: { name?: string; slug?: string; description?: string; permissions?: readonly string[] } },
+  {
+    tenantId,
+    id,
+    changes,
+    actorId,
+    requestId,
+  }: Actor & {
+    tenantId: string;
+    id: string;
+    changes: { name?: string; slug?: string; description?: string; permissions?: readonly string[] };
+  },
 ): Promise<RoleWithPermissions> {
   return uniqueSlug(changes.slug, () =>
     withTenant(db, tenantId, async (trx) => {
-      const current = await trx.selectFrom('roles').selectAll().where('tenant_id', '=', tenantId).where('id', '=', id).forUpdate().executeTakeFirst();
+      const current = await trx
+        .selectFrom('roles')
+        .selectAll()
+        .where('tenant_id', '=', tenantId)
+        .where('id', '=', id)
+        .forUpdate()
+        .executeTakeFirst();
       if (!current) throw new ApiError('NOT_FOUND', 'Role not found');
       if (current.slug === 'owner' && current.is_default && changes.permissions) {
         throw new ApiError('DEFAULT_ROLE', 'The Owner role always holds every permission');
@@ -158,8 +224,19 @@ export function updateRole(
         .execute();
       if (changes.permissions) await setRolePermissions(trx, id, changes.permissions);
       const after = (await findRole(trx, tenantId, id))!;
-      const shown = (role: RoleWithPermissions) => ({ name: role.name, slug: role.slug, description: role.description, permissions: role.permissions });
-      await recordAudit(trx, { action: 'role.updated', actorId, organizationId: tenantId, metadata: { roleId: id, before: shown(before), after: shown(after) }, requestId });
+      const shown = (role: RoleWithPermissions) => ({
+        name: role.name,
+        slug: role.slug,
+        description: role.description,
+        permissions: role.permissions,
+      });
+      await recordAudit(trx, {
+        action: 'role.updated',
+        actorId,
+        organizationId: tenantId,
+        metadata: { roleId: id, before: shown(before), after: shown(after) },
+        requestId,
+      });
       return after;
     }),
   );
@@ -169,16 +246,36 @@ export function updateRole(
  * Deletes a custom role; its members become Viewers in the same transaction
  * (spec §4 rule 2). Audited as `role.deleted`; returns how many moved.
  */
-export function deleteRole(db: Kysely<DB>, { tenantId, id, actorId, requestId }: Actor & { tenantId: string; id: string }): Promise<number> {
+export function deleteRole(
+  db: Kysely<DB>,
+  { tenantId, id, actorId, requestId }: Actor & { tenantId: string; id: string },
+): Promise<number> {
   return withTenant(db, tenantId, async (trx) => {
-    const role = await trx.selectFrom('roles').selectAll().where('tenant_id', '=', tenantId).where('id', '=', id).forUpdate().executeTakeFirst();
+    const role = await trx
+      .selectFrom('roles')
+      .selectAll()
+      .where('tenant_id', '=', tenantId)
+      .where('id', '=', id)
+      .forUpdate()
+      .executeTakeFirst();
     if (!role) throw new ApiError('NOT_FOUND', 'Role not found');
     if (role.is_default) throw new ApiError('DEFAULT_ROLE', 'Default roles cannot be deleted');
     const viewer = await findDefaultRole(trx, tenantId, 'viewer');
-    const moved = await trx.updateTable('members').set({ role_id: viewer.id, role: 'member' }).where('organization_id', '=', tenantId).where('role_id', '=', id).executeTakeFirst();
+    const moved = await trx
+      .updateTable('members')
+      .set({ role_id: viewer.id, role: 'member' })
+      .where('organization_id', '=', tenantId)
+      .where('role_id', '=', id)
+      .executeTakeFirst();
     await trx.deleteFrom('roles').where('tenant_id', '=', tenantId).where('id', '=', id).execute();
     const count = Number(moved.numUpdatedRows);
-    await recordAudit(trx, { action: 'role.deleted', actorId, organizationId: tenantId, metadata: { roleId: id, name: role.name, slug: role.slug, reassignedMembers: count }, requestId });
+    await recordAudit(trx, {
+      action: 'role.deleted',
+      actorId,
+      organizationId: tenantId,
+      metadata: { roleId: id, name: role.name, slug: role.slug, reassignedMembers: count },
+      requestId,
+    });
     return count;
   });
 }

@@ -7,7 +7,10 @@ import { paginate } from '../pagination.js';
 
 /** GET /api/admin/users: a page of every user, newest first. */
 export function listUsers(db: Kysely<DB>, page: { limit: number; cursor?: string }) {
-  return paginate(db.selectFrom('users').select(['id', 'email', 'role', 'email_verified', 'deleted_at', 'created_at']), page);
+  return paginate(
+    db.selectFrom('users').select(['id', 'email', 'role', 'email_verified', 'deleted_at', 'created_at']),
+    page,
+  );
 }
 
 /**
@@ -25,8 +28,19 @@ export async function changePlatformRole(
     // and the second re-reads the rows the first changed (so it counts
     // one superadmin, not two). Concurrent changes are audited in the
     // order they apply.
-    const superadmins = await trx.selectFrom('users').select('id').where('role', '=', 'superadmin').orderBy('id').forUpdate().execute();
-    const current = await trx.selectFrom('users').select(['id', 'role']).where('id', '=', userId).forUpdate().executeTakeFirst();
+    const superadmins = await trx
+      .selectFrom('users')
+      .select('id')
+      .where('role', '=', 'superadmin')
+      .orderBy('id')
+      .forUpdate()
+      .execute();
+    const current = await trx
+      .selectFrom('users')
+      .select(['id', 'role'])
+      .where('id', '=', userId)
+      .forUpdate()
+      .executeTakeFirst();
     if (!current) throw new ApiError('NOT_FOUND', 'User not found');
     if (current.role === role) return current;
     // Like the last Owner of an organization (API.md 409 OWNERSHIP_CONSTRAINT):
@@ -35,7 +49,13 @@ export async function changePlatformRole(
       throw new ApiError('OWNERSHIP_CONSTRAINT', 'The last superadmin cannot be demoted');
     }
     await trx.updateTable('users').set({ role, updated_at: new Date() }).where('id', '=', userId).execute();
-    await recordAudit(trx, { action: 'user.role_changed', actorId, organizationId: null, metadata: { userId, previousRole: current.role, role }, requestId });
+    await recordAudit(trx, {
+      action: 'user.role_changed',
+      actorId,
+      organizationId: null,
+      metadata: { userId, previousRole: current.role, role },
+      requestId,
+    });
     return { id: userId, role };
   });
 }

@@ -85,7 +85,12 @@ function on(formId, name, fn) {
 
 on('signup-form', 'sign up', async ({ name, email, password }) => {
   // The verification link in the mail brings the user back here.
-  await request('POST', '/api/auth/sign-up/email', { name, email, password, callbackURL: `${location.origin}/?verified=1` });
+  await request('POST', '/api/auth/sign-up/email', {
+    name,
+    email,
+    password,
+    callbackURL: `${location.origin}/?verified=1`,
+  });
   $('signup-result').textContent = `Check ${email} for the verification link`;
 });
 
@@ -104,7 +109,11 @@ on('org-form', 'create organization', async ({ name, slug }) => {
 $('list-roles').addEventListener('click', () => void action('list roles', listRoles));
 
 on('role-form', 'create role', async ({ name, description, permissions }) => {
-  const role = await request('POST', '/api/roles', { name, description: description || '', permissions: list(permissions) });
+  const role = await request('POST', '/api/roles', {
+    name,
+    description: description || '',
+    permissions: list(permissions),
+  });
   $('role-created').textContent = `Created role ${role.name} (${role.slug}) with ${role.permissions.join(', ')}`;
   await listRoles();
 });
@@ -122,11 +131,13 @@ on('key-form', 'create API key', async ({ name, scopes }) => {
   );
 });
 
-$('sign-out').addEventListener('click', () =>
-  void action('sign out', async () => {
-    await request('POST', '/api/auth/sign-out', {});
-    await refreshSession();
-  }),
+$('sign-out').addEventListener(
+  'click',
+  () =>
+    void action('sign out', async () => {
+      await request('POST', '/api/auth/sign-out', {});
+      await refreshSession();
+    }),
 );
 
 const params = new URLSearchParams(location.search);

@@ -23,13 +23,23 @@ $('probe-form').addEventListener('submit', async (event) => {
   const body = JSON.stringify({ email, password });
   await probe('probe-session', () => fetch(`${api}/api/session`, { credentials: 'include' }));
   await probe('probe-signin', () =>
-    fetch(`${api}/api/auth/sign-in/email`, { method: 'POST', credentials: 'include', headers: { 'content-type': 'application/json' }, body }),
+    fetch(`${api}/api/auth/sign-in/email`, {
+      method: 'POST',
+      credentials: 'include',
+      headers: { 'content-type': 'application/json' },
+      body,
+    }),
   );
   // A form-encoded POST needs no preflight (what a hidden <form> would send):
   // it reaches the server, and only the server's own origin check (the auth
   // library's CSRF protection) can stop it.
   await probe('probe-simple', () =>
-    fetch(`${api}/api/auth/sign-in/email`, { method: 'POST', mode: 'no-cors', credentials: 'include', body: new URLSearchParams({ email, password }) }),
+    fetch(`${api}/api/auth/sign-in/email`, {
+      method: 'POST',
+      mode: 'no-cors',
+      credentials: 'include',
+      body: new URLSearchParams({ email, password }),
+    }),
   );
   $('done').textContent = 'done';
 });

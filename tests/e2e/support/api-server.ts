@@ -1,6 +1,6 @@
-import { serve, type ServerType } from '@hono/node-server';
-import { getConnInfo } from '@hono/node-server/conninfo';
 import type { AddressInfo } from 'node:net';
+import { type ServerType, serve } from '@hono/node-server';
+import { getConnInfo } from '@hono/node-server/conninfo';
 import { clientIpFromForwardedFor } from '../../../src/middleware/rate-limit.js';
 import { createTestApp, type TestApp } from '../../support/app.js';
 
@@ -38,7 +38,8 @@ export async function startApiServer(env: (port: number) => Record<string, strin
   });
   const appUrl = t.config.auth.appUrl;
   handler = breakage
-    ? async (request, bindings) => breakResponse(breakage, request, await t.app.fetch(breakRequest(breakage, request, appUrl), bindings as object))
+    ? async (request, bindings) =>
+        breakResponse(breakage, request, await t.app.fetch(breakRequest(breakage, request, appUrl), bindings as object))
     : (request, bindings) => t.app.fetch(request, bindings as object);
   return {
     t,

@@ -72,7 +72,10 @@ export async function startStaticServer(options: { port: number; host?: string; 
       res.end('not found');
       return;
     }
-    res.writeHead(200, { 'content-type': TYPES[extname(file)] ?? 'application/octet-stream', 'cache-control': 'no-store' });
+    res.writeHead(200, {
+      'content-type': TYPES[extname(file)] ?? 'application/octet-stream',
+      'cache-control': 'no-store',
+    });
     res.end(await readFile(file));
   });
   const port = await listenPreferring(server, options.port, options.host);

@@ -1,11 +1,10 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { REPO_ROOT } from './servers.js';
-
 import { freePort } from '../../support/process.js';
+import { REPO_ROOT } from './servers.js';
 
 export { freePort };
 
@@ -156,7 +155,9 @@ export async function startWranglerDev(options: {
     }
     if (Date.now() > deadline) {
       await stop();
-      throw new Error(`wrangler dev did not answer ${options.readyPath ?? '/api/health'} within the timeout:\n${log()}`);
+      throw new Error(
+        `wrangler dev did not answer ${options.readyPath ?? '/api/health'} within the timeout:\n${log()}`,
+      );
     }
     await new Promise((ok) => setTimeout(ok, options.readyPath === null ? 20 : 250));
   }

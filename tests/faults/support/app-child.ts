@@ -22,9 +22,12 @@ const app = createApp(
   { config, database, rateLimitStore: createRateLimitStore(config), logger },
   { clientIp: (c) => clientIpFromForwardedFor(c.req.header('x-forwarded-for')) ?? '127.0.0.1' },
 );
-const server = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1', serverOptions: { ...LISTENER_OPTIONS } }, (info) => {
-  console.log(JSON.stringify({ event: 'child.listening', port: info.port }));
-});
+const server = serve(
+  { fetch: app.fetch, port: 0, hostname: '127.0.0.1', serverOptions: { ...LISTENER_OPTIONS } },
+  (info) => {
+    console.log(JSON.stringify({ event: 'child.listening', port: info.port }));
+  },
+);
 answerClientErrors(server, { csp: config.csp });
 process.on('SIGTERM', () => {
   server.close(() => void database.close().finally(() => process.exit(0)));

@@ -5,16 +5,26 @@
  * and organizations are made through the API (the mailed link is read from
  * the child's log lines, as API.md "Development email" says).
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import postgres from 'postgres';
-import { liveClient, mailedLink, pathAndQuery, signUpVerifySignIn, type Answer, type LiveRequestOptions, type LiveUser, type Mail } from '../../support/live-client.js';
-import { startUpstashServer, type UpstashServer } from '../../support/upstash-server.js';
-import { startPostgres, startRedis, type PostgresServer, type RedisServer } from './servers.js';
+import {
+  type Answer,
+  type LiveRequestOptions,
+  type LiveUser,
+  liveClient,
+  type Mail,
+  mailedLink,
+  pathAndQuery,
+  signUpVerifySignIn,
+} from '../../support/live-client.js';
 import { eachLine } from '../../support/process.js';
+import { startUpstashServer, type UpstashServer } from '../../support/upstash-server.js';
+import { type PostgresServer, type RedisServer, startPostgres, startRedis } from './servers.js';
 
 export { APP_ORIGIN as ORIGIN, PASSWORD } from '../../support/live-client.js';
 export type { Answer };
+
 const CHILD = fileURLToPath(new URL('./app-child.ts', import.meta.url));
 
 export interface Service {
@@ -32,7 +42,14 @@ export interface Service {
 
 export async function startService(env: Record<string, string>): Promise<Service> {
   const child = spawn(process.execPath, ['--import', 'tsx', CHILD], {
-    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', NODE_ENV: 'test', AUTH_SECRET: `faults-${crypto.randomUUID()}-${crypto.randomUUID()}`, LOG_LEVEL: 'info', ...env },
+    env: {
+      PATH: process.env.PATH ?? '',
+      HOME: process.env.HOME ?? '/tmp',
+      NODE_ENV: 'test',
+      AUTH_SECRET: `faults-${crypto.randomUUID()}-${crypto.randomUUID()}`,
+      LOG_LEVEL: 'info',
+      ...env,
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const lines: Record<string, any>[] = [];
@@ -53,8 +70,12 @@ export async function startService(env: Record<string, string>): Promise<Service
   });
   const port = await Promise.race([
     portPromise,
-    new Promise<never>((_, reject) => child.once('exit', (code) => reject(new Error(`service exited (${code}): ${JSON.stringify(lines.slice(-5))}`)))),
-    new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`service did not start: ${JSON.stringify(lines.slice(-5))}`)), 120_000).unref()),
+    new Promise<never>((_, reject) =>
+      child.once('exit', (code) => reject(new Error(`service exited (${code}): ${JSON.stringify(lines.slice(-5))}`))),
+    ),
+    new Promise<never>((_, reject) =>
+      setTimeout(() => reject(new Error(`service did not start: ${JSON.stringify(lines.slice(-5))}`)), 120_000).unref(),
+    ),
   ]);
 
   const service: Service = {
@@ -90,7 +111,9 @@ export async function mailedPath(service: Service, email: string, subject: RegEx
 
 /** The mails the child's development mailer logged. */
 function emailsOf(service: Service): Mail[] {
-  return service.lines.filter((line) => line.event === 'email').map((line) => ({ to: String(line.to), subject: String(line.subject), text: String(line.text) }));
+  return service.lines
+    .filter((line) => line.event === 'email')
+    .map((line) => ({ to: String(line.to), subject: String(line.subject), text: String(line.text) }));
 }
 
 export type User = LiveUser;
@@ -105,7 +128,10 @@ export async function organizationOf(service: Service, user: User): Promise<stri
   const slug = `org-${crypto.randomUUID().slice(0, 12)}`;
   const created = await service.request('/api/auth/organization/create', { body: { name: slug, slug }, jar: user.jar });
   if (created.status !== 200) throw new Error(`organization ${created.status} ${created.text}`);
-  const active = await service.request('/api/auth/organization/set-active', { body: { organizationId: created.body.id }, jar: user.jar });
+  const active = await service.request('/api/auth/organization/set-active', {
+    body: { organizationId: created.body.id },
+    jar: user.jar,
+  });
   if (active.status !== 200) throw new Error(`set-active ${active.status} ${active.text}`);
   return created.body.id as string;
 }
@@ -166,7 +192,10 @@ export async function consistencyProblems(sql: postgres.Sql): Promise<string[]> 
   const problems: string[] = [];
   const check = async (label: string, rows: Promise<postgres.RowList<postgres.Row[]>>) => {
     const found = await rows;
-    if (found.length) problems.push(`${label}: ${JSON.stringify(found.slice(0, 5))}${found.length > 5 ? ` (+${found.length - 5})` : ''}`);
+    if (found.length)
+      problems.push(
+        `${label}: ${JSON.stringify(found.slice(0, 5))}${found.length > 5 ? ` (+${found.length - 5})` : ''}`,
+      );
   };
   await check(
     'organizations without an Owner',
@@ -174,7 +203,10 @@ export async function consistencyProblems(sql: postgres.Sql): Promise<string[]> 
       select 1 from members m join roles r on r.id = m.role_id
       where m.organization_id = o.id and r.slug = 'owner' and r.is_default and m.role = 'owner')`,
   );
-  await check('organizations without their four default roles', sql`select o.id from organizations o where (select count(*) from roles r where r.tenant_id = o.id and r.is_default) <> 4`);
+  await check(
+    'organizations without their four default roles',
+    sql`select o.id from organizations o where (select count(*) from roles r where r.tenant_id = o.id and r.is_default) <> 4`,
+  );
   await check('members without a role', sql`select id from members where role_id is null`);
   await check(
     'custom roles without role.created',
@@ -207,7 +239,12 @@ export async function consistencyProblems(sql: postgres.Sql): Promise<string[]> 
 export function faultAnswerProblems(answer: Answer, ok: (status: number) => boolean): string | null {
   if (ok(answer.status)) return null;
   const body = answer.body;
-  const shaped = body && typeof body === 'object' && body.code === 'SERVICE_UNAVAILABLE' && typeof body.message === 'string' && Object.keys(body).every((key) => ['code', 'message', 'details'].includes(key));
+  const shaped =
+    body &&
+    typeof body === 'object' &&
+    body.code === 'SERVICE_UNAVAILABLE' &&
+    typeof body.message === 'string' &&
+    Object.keys(body).every((key) => ['code', 'message', 'details'].includes(key));
   if (answer.status === 503 && shaped) return null;
   return `${answer.method} ${answer.path}: ${answer.status} ${answer.text.slice(0, 200)}`;
 }

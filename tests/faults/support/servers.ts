@@ -6,7 +6,7 @@
  * owner and runtime roles), on free loopback ports, in a temp folder that
  * `stop()` removes.
  */
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { chown, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -21,7 +21,9 @@ import { freePort } from '../../support/process.js';
 export { freePort };
 
 async function postgresBinDir(): Promise<string> {
-  const versions = (await readdir('/usr/lib/postgresql').catch(() => [] as string[])).sort((a, b) => Number(b) - Number(a));
+  const versions = (await readdir('/usr/lib/postgresql').catch(() => [] as string[])).sort(
+    (a, b) => Number(b) - Number(a),
+  );
   for (const version of versions) {
     const dir = `/usr/lib/postgresql/${version}/bin`;
     try {
@@ -31,11 +33,17 @@ async function postgresBinDir(): Promise<string> {
       // next
     }
   }
-  throw new Error('PostgreSQL binaries not found in /usr/lib/postgresql/*/bin (source .ci/services.sh && services_install)');
+  throw new Error(
+    'PostgreSQL binaries not found in /usr/lib/postgresql/*/bin (source .ci/services.sh && services_install)',
+  );
 }
 
 /** Runs a PostgreSQL binary as the `postgres` OS user when we are root (initdb and postgres refuse root). */
-function asPostgres(bin: string, args: string[], options: { input?: string } = {}): Promise<{ stdout: string; stderr: string }> {
+function asPostgres(
+  bin: string,
+  args: string[],
+  options: { input?: string } = {},
+): Promise<{ stdout: string; stderr: string }> {
   const [command, argv] = isRoot ? ['runuser', ['-u', 'postgres', '--', bin, ...args]] : [bin, args];
   return new Promise((resolve, reject) => {
     const child = execFile(command, argv, { timeout: 120_000 }, (error, stdout, stderr) => {
@@ -80,18 +88,57 @@ export async function startPostgres(): Promise<PostgresServer> {
     const { stdout: gid } = await run('id', ['-g', 'postgres']);
     await chown(dir, Number(stdout.trim()), Number(gid.trim()));
   }
-  await asPostgres(`${bin}/initdb`, ['-D', data, '-U', 'postgres', '--auth=trust', '--encoding=UTF8', '--locale=C.UTF-8']);
-  await asPostgres('/bin/sh', ['-c', `cat > '${data}/pg_hba.conf'`], { input: 'local all all trust\nhost all all 127.0.0.1/32 scram-sha-256\n' });
+  await asPostgres(`${bin}/initdb`, [
+    '-D',
+    data,
+    '-U',
+    'postgres',
+    '--auth=trust',
+    '--encoding=UTF8',
+    '--locale=C.UTF-8',
+  ]);
+  await asPostgres('/bin/sh', ['-c', `cat > '${data}/pg_hba.conf'`], {
+    input: 'local all all trust\nhost all all 127.0.0.1/32 scram-sha-256\n',
+  });
   const port = await freePort();
   // Killing the server (stop -m immediate) must not lose what it acknowledged:
   // synchronous_commit stays on (fsync can go, the OS outlives the server).
   const options = `-c listen_addresses=127.0.0.1 -p ${port} -c unix_socket_directories=${socket} -c fsync=off -c full_page_writes=off -c max_connections=100`;
   const start = async () => {
-    await asPostgres(`${bin}/pg_ctl`, ['-D', data, '-l', join(dir, 'postgres.log'), '-w', '-t', '60', '-o', options, 'start']);
+    await asPostgres(`${bin}/pg_ctl`, [
+      '-D',
+      data,
+      '-l',
+      join(dir, 'postgres.log'),
+      '-w',
+      '-t',
+      '60',
+      '-o',
+      options,
+      'start',
+    ]);
   };
   await start();
-  await asPostgres(`${bin}/psql`, ['-h', socket, '-p', String(port), '-U', 'postgres', '-d', 'postgres', '-v', 'ON_ERROR_STOP=1', '-q'], { input: SETUP_SQL });
-  await asPostgres(`${bin}/psql`, ['-h', socket, '-p', String(port), '-U', 'postgres', '-d', 'gatehouse', '-v', 'ON_ERROR_STOP=1', '-q', '-c', 'REVOKE CREATE ON SCHEMA public FROM PUBLIC']);
+  await asPostgres(
+    `${bin}/psql`,
+    ['-h', socket, '-p', String(port), '-U', 'postgres', '-d', 'postgres', '-v', 'ON_ERROR_STOP=1', '-q'],
+    { input: SETUP_SQL },
+  );
+  await asPostgres(`${bin}/psql`, [
+    '-h',
+    socket,
+    '-p',
+    String(port),
+    '-U',
+    'postgres',
+    '-d',
+    'gatehouse',
+    '-v',
+    'ON_ERROR_STOP=1',
+    '-q',
+    '-c',
+    'REVOKE CREATE ON SCHEMA public FROM PUBLIC',
+  ]);
 
   /** The postmaster and its children (backends, checkpointer, …). */
   const pids = async (): Promise<number[]> => {
@@ -165,7 +212,24 @@ export async function startRedis(): Promise<RedisServer> {
   const dir = await mkdtemp(join(tmpdir(), 'gatehouse-faults-redis-'));
   let child: ChildProcess | null = null;
   const start = async () => {
-    child = spawn('redis-server', ['--bind', '127.0.0.1', '--port', String(port), '--protected-mode', 'yes', '--save', '', '--appendonly', 'no', '--dir', dir], { stdio: 'ignore' });
+    child = spawn(
+      'redis-server',
+      [
+        '--bind',
+        '127.0.0.1',
+        '--port',
+        String(port),
+        '--protected-mode',
+        'yes',
+        '--save',
+        '',
+        '--appendonly',
+        'no',
+        '--dir',
+        dir,
+      ],
+      { stdio: 'ignore' },
+    );
     for (let i = 0; i < 100; i += 1) {
       if (await redisAnswers(port)) return;
       if (child.exitCode !== null) throw new Error(`redis-server exited with ${child.exitCode}`);

@@ -5,7 +5,7 @@
  * can check they were committed with their audit entries.
  */
 import { CookieJar } from '../../support/http.js';
-import { PASSWORD, type Answer, type Service, type User } from './harness.js';
+import { type Answer, PASSWORD, type Service, type User } from './harness.js';
 
 export interface Tenant extends User {
   organizationId: string;
@@ -27,7 +27,11 @@ export interface Traffic {
 const OK = new Set([200, 201, 202]);
 export const isOk = (status: number) => OK.has(status);
 
-export function startTraffic(service: Service, tenants: Tenant[], { workers = 4, pauseMs = 20 }: { workers?: number; pauseMs?: number } = {}): Traffic {
+export function startTraffic(
+  service: Service,
+  tenants: Tenant[],
+  { workers = 4, pauseMs = 20 }: { workers?: number; pauseMs?: number } = {},
+): Traffic {
   const traffic: Traffic = { answers: [], createdRoles: [], createdKeys: [], revokedKeys: [], stop: async () => {} };
   const keysOf = new Map<string, string[]>();
   let running = true;
@@ -44,12 +48,18 @@ export function startTraffic(service: Service, tenants: Tenant[], { workers = 4,
       case 2:
         return service.request('/api/session', { jar: tenant.jar });
       case 3: {
-        const answer = await service.request('/api/roles', { body: { name: `Fault role ${counter} ${crypto.randomUUID().slice(0, 6)}`, permissions: ['roles:read'] }, jar: tenant.jar });
+        const answer = await service.request('/api/roles', {
+          body: { name: `Fault role ${counter} ${crypto.randomUUID().slice(0, 6)}`, permissions: ['roles:read'] },
+          jar: tenant.jar,
+        });
         if (answer.status === 201) traffic.createdRoles.push({ tenant: tenant.organizationId, id: answer.body.id });
         return answer;
       }
       case 4: {
-        const answer = await service.request('/api/api-keys', { body: { name: `fault key ${counter}`, scopes: ['roles:read'] }, jar: tenant.jar });
+        const answer = await service.request('/api/api-keys', {
+          body: { name: `fault key ${counter}`, scopes: ['roles:read'] },
+          jar: tenant.jar,
+        });
         if (answer.status === 201) {
           traffic.createdKeys.push({ tenant: tenant.organizationId, id: answer.body.id });
           keysOf.set(tenant.organizationId, [...(keysOf.get(tenant.organizationId) ?? []), answer.body.id]);
@@ -64,7 +74,10 @@ export function startTraffic(service: Service, tenants: Tenant[], { workers = 4,
         return answer;
       }
       case 6:
-        return service.request('/api/auth/sign-in/email', { body: { email: tenant.email, password: PASSWORD }, jar: new CookieJar() });
+        return service.request('/api/auth/sign-in/email', {
+          body: { email: tenant.email, password: PASSWORD },
+          jar: new CookieJar(),
+        });
       default:
         return service.request('/api/health');
     }
@@ -78,7 +91,16 @@ export function startTraffic(service: Service, tenants: Tenant[], { workers = 4,
         const answer = await step(tenant);
         traffic.answers.push({ ...answer, at, tenant: tenant.organizationId });
       } catch (error) {
-        traffic.answers.push({ status: 0, body: null, text: String(error), ms: performance.now() - at, path: 'transport', method: '', at, tenant: tenant.organizationId });
+        traffic.answers.push({
+          status: 0,
+          body: null,
+          text: String(error),
+          ms: performance.now() - at,
+          path: 'transport',
+          method: '',
+          at,
+          tenant: tenant.organizationId,
+        });
       }
       await new Promise((resolve) => setTimeout(resolve, pauseMs));
     }
