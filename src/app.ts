@@ -1,11 +1,11 @@
 import type { MiddlewareHandler } from 'hono';
-import { createApiKeyResolver, credentialResolver } from './auth/api-key-auth.js';
+import { createApiKeyResolver } from './auth/api-key-auth.js';
 import { createAuth } from './auth/auth.js';
 import { createCookieCacheVerifier } from './auth/cookie-cache.js';
 import { createMailer, type Mailer } from './auth/email.js';
 import { registerOrganizationHandlers } from './auth/organizations.js';
 import { createSessionResolver, type SessionStateRow } from './auth/session.js';
-import { createSessionStateCache, SESSION_STATE_CHANNEL, type SessionStateCache } from './auth/session-state-cache.js';
+import type { SessionStateCache } from './auth/session-state-cache.js';
 import { ApiError, renderError } from './errors.js';
 import { createEvents, type Events } from './events.js';
 import { bodyLimit } from './middleware/body-limit.js';
@@ -16,7 +16,7 @@ import { jsonInput } from './middleware/json-input.js';
 import { type RateLimitOptions, rateLimit } from './middleware/rate-limit.js';
 import { accessLog, requestId } from './middleware/request-context.js';
 import { securityHeaders } from './middleware/security-headers.js';
-import { clearSessionStates, session } from './middleware/session.js';
+import { clearSessionStates, credentialResolver, session } from './middleware/session.js';
 import { createRouter } from './router.js';
 import { adminRoutes } from './routes/admin.js';
 import { apiKeyRoutes } from './routes/api-keys.js';
@@ -45,32 +45,6 @@ export interface CreateAppOptions {
    * one statement per authenticated request (Workers).
    */
   sessionStateCache?: SessionStateCache<SessionStateRow>;
-}
-
-/**
- * Builds a session-state cache that the database clears whenever what it
- * holds changes (migrations/0005). Node entry and tests; not Workers.
- */
-export async function listenForSessionStateChanges(
-  database: AppDeps['database'],
-): Promise<SessionStateCache<SessionStateRow>> {
-  const cache = createSessionStateCache<SessionStateRow>();
-  await database.listen(SESSION_STATE_CHANNEL, () => cache.clear());
-  return cache;
-}
-
-/**
- * The cache the Node entry runs with: on the embedded engine only, which
- * delivers a notification before the writing commit resolves and has one
- * process. On a PostgreSQL server another instance's commit reaches this
- * process's LISTEN connection asynchronously, so a request arriving first
- * would be answered from a stale entry (tests/integration/multi-instance):
- * there every authenticated request reads its one statement, as on Workers.
- */
-export async function sessionStateCacheFor(
-  database: AppDeps['database'],
-): Promise<SessionStateCache<SessionStateRow> | undefined> {
-  return database.kind === 'pglite' ? listenForSessionStateChanges(database) : undefined;
 }
 
 /**

@@ -37,11 +37,9 @@ const httpUrl = (fallback: string) =>
     .optional()
     .transform((value) => (value ?? fallback).replace(/\/+$/, ''));
 
-const databaseUrl = z
-  .string()
-  .regex(/^(postgres(ql)?:\/\/.+|pglite:\/\/.+)$/, {
-    message: 'must be postgres://… or pglite://<dir> / pglite://memory',
-  });
+const databaseUrl = z.string().regex(/^(postgres(ql)?:\/\/.+|pglite:\/\/.+)$/, {
+  message: 'must be postgres://… or pglite://<dir> / pglite://memory',
+});
 
 /**
  * Every variable of spec §5 and API.md "Configuration names", as strings in,

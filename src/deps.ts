@@ -2,7 +2,7 @@ import type { Config, ConfigWarning } from './config.js';
 import type { Database } from './db/client.js';
 import { openDatabase } from './db/open.js';
 import type { Logger } from './logger.js';
-import { createMemoryStore, createUpstashStore, type RateLimitStore } from './middleware/rate-limit-store.js';
+import { createMemoryStore, createUpstashStore, type RateLimitStore } from './rate-limit-store.js';
 
 /** Logs what parseConfig found worth saying (spec §5, §8 rules 3 and 4). */
 export function logConfigWarnings(logger: Logger, warnings: ConfigWarning[]): void {

@@ -3,7 +3,7 @@ import type { Duplex } from 'node:stream';
 import type { ServerType } from '@hono/node-server';
 import { getConnInfo } from '@hono/node-server/conninfo';
 import type { Context } from 'hono';
-import { clientIpFromForwardedFor } from './middleware/rate-limit.js';
+import { clientIpFromForwardedFor } from './client-address.js';
 import { DEFAULT_CSP_HOSTS, type SecurityHeadersOptions, securityHeaderValues } from './middleware/security-headers.js';
 
 /**

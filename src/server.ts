@@ -1,5 +1,6 @@
 import { serve } from '@hono/node-server';
-import { createApp, sessionStateCacheFor } from './app.js';
+import { createApp } from './app.js';
+import { sessionStateCacheFor } from './auth/session.js';
 import { ConfigError, parseConfig } from './config.js';
 import { migrateToLatest } from './db/migrate.js';
 import { createRateLimitStore, logConfigWarnings, openConfiguredDatabase } from './deps.js';

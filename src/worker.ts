@@ -1,5 +1,6 @@
 import type { ExecutionContext } from 'hono';
 import { type App, createApp } from './app.js';
+import { clientIpFromForwardedFor } from './client-address.js';
 import { type Config, ConfigError, parseConfig } from './config.js';
 import type { Database } from './db/client.js';
 import { purgeExpiredAccounts } from './db/queries/accounts.js';
@@ -7,7 +8,6 @@ import { openRequestScopedPostgres, type RequestScope } from './db/request-scope
 import { createRateLimitStore, logConfigWarnings } from './deps.js';
 import { describeError } from './errors.js';
 import { createLogger, type Logger } from './logger.js';
-import { clientIpFromForwardedFor } from './middleware/rate-limit.js';
 
 type Bindings = Record<string, unknown>;
 

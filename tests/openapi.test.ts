@@ -1,8 +1,8 @@
 import { Validator } from '@seriousme/openapi-schema-validator';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { LIBRARY_ROUTES } from '../src/auth/library-routes.js';
-import { ALL_PERMISSIONS } from '../src/auth/permissions.js';
+import { LIBRARY_ROUTES } from '../src/library/routes.js';
 import { type Access, declaredAccess } from '../src/middleware/guard.js';
+import { ALL_PERMISSIONS } from '../src/permissions.js';
 import { createTestApp, type TestApp } from './support/app.js';
 import { openTestDatabase, type TestDatabase } from './support/database.js';
 import { call } from './support/http.js';

@@ -11,8 +11,10 @@
  * Entries also end with their session and after `ttlMs`; at most
  * `maxEntries` are held (the oldest go first).
  *
- * Only where the database can notify this process (Node, on either engine).
- * The Workers entry builds none: an isolate keeps no connection to listen on.
+ * Only where the database notifies this process before the writing commit
+ * resolves: the embedded engine (auth/session.ts sessionStateCacheFor). On a
+ * PostgreSQL server, and on Workers, every authenticated request reads its
+ * one statement instead.
  */
 export interface SessionStateCache<T> {
   /** Read before the database is asked; hand it back to `set`. */

@@ -1,11 +1,12 @@
 import { type Kysely, sql } from 'kysely';
 import type { Config } from '../config.js';
+import type { Database } from '../db/client.js';
 import type { DB } from '../db/database.js';
 import { purgeAfter } from '../db/queries/accounts.js';
 import type { EnrichedSession, SessionResolver } from '../types.js';
 import type { Auth } from './auth.js';
 import { createCookieCacheVerifier } from './cookie-cache.js';
-import type { SessionStateCache } from './session-state-cache.js';
+import { createSessionStateCache, SESSION_STATE_CHANNEL, type SessionStateCache } from './session-state-cache.js';
 
 export interface SessionStateRow {
   email: string;
@@ -112,4 +113,28 @@ export function createSessionResolver({
       apiKey: null,
     };
   };
+}
+
+/**
+ * Builds a session-state cache that the database clears whenever what it
+ * holds changes (migrations/0005). Node entry and tests; not Workers.
+ */
+export async function listenForSessionStateChanges(database: Database): Promise<SessionStateCache<SessionStateRow>> {
+  const cache = createSessionStateCache<SessionStateRow>();
+  await database.listen(SESSION_STATE_CHANNEL, () => cache.clear());
+  return cache;
+}
+
+/**
+ * The cache the Node entry runs with: on the embedded engine only, which
+ * delivers a notification before the writing commit resolves and has one
+ * process. On a PostgreSQL server another instance's commit reaches this
+ * process's LISTEN connection asynchronously, so a request arriving first
+ * would be answered from a stale entry (tests/integration/multi-instance):
+ * there every authenticated request reads its one statement, as on Workers.
+ */
+export async function sessionStateCacheFor(
+  database: Database,
+): Promise<SessionStateCache<SessionStateRow> | undefined> {
+  return database.kind === 'pglite' ? listenForSessionStateChanges(database) : undefined;
 }

@@ -8,15 +8,15 @@
  * bad configuration, an embedded database in use by a running server) or failed.
  */
 import { sql, type Transaction } from 'kysely';
-import { recordAudit } from '../audit.js';
-import { PLATFORM_ROLES, type PlatformRole } from '../auth/permissions.js';
 import { ConfigError, parseConfig } from '../config.js';
+import { recordAudit } from '../db/audit.js';
 import type { Database } from '../db/client.js';
 import type { DB } from '../db/database.js';
 import { DatabaseInUseError } from '../db/open.js';
 import { openConfiguredDatabase } from '../deps.js';
 import { describeError } from '../errors.js';
 import { createLogger, type Logger } from '../logger.js';
+import { PLATFORM_ROLES, type PlatformRole } from '../permissions.js';
 
 const USAGE = `usage: npm run user:role -- <email> <${PLATFORM_ROLES.join('|')}>`;
 

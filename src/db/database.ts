@@ -1,5 +1,5 @@
 import type { ColumnType, Generated, Insertable, Selectable, Updateable } from 'kysely';
-import type { PlatformRole } from '../auth/permissions.js';
+import type { PlatformRole } from '../permissions.js';
 
 /**
  * The one source of table types (STYLE.md "Types flow from one place").

@@ -1,8 +1,8 @@
 import type { Context, MiddlewareHandler } from 'hono';
 import { matchedRoutes } from 'hono/route';
 import type { Access } from '../auth/access.js';
-import { hasAll } from '../auth/permissions.js';
 import { ApiError } from '../errors.js';
+import { hasAll } from '../permissions.js';
 import type { AppEnv, EnrichedSession, TargetResolver } from '../types.js';
 
 export { type Access, access, type OrganizationTarget } from '../auth/access.js';

@@ -1,5 +1,8 @@
-import type { MiddlewareHandler } from 'hono';
+import type { Context, MiddlewareHandler } from 'hono';
+import type { ApiKeyResolver } from '../auth/api-key-auth.js';
+import { COOKIE_PREFIX } from '../auth/auth.js';
 import { mayWriteSessionState } from '../auth/session-state-cache.js';
+import { ApiError } from '../errors.js';
 import type { AppEnv, EnrichedSession, SessionResolver } from '../types.js';
 
 /**
@@ -30,5 +33,35 @@ export function clearSessionStates({ cache }: { cache: { clear(): void } }): Mid
     } finally {
       if (mayWriteSessionState(c.req.method, c.req.path)) cache.clear();
     }
+  };
+}
+
+/** `Bearer sk_live_…` from the Authorization header, if the request presents one. */
+export function presentedKey(c: Context<AppEnv>): string | null {
+  const match = /^Bearer\s+(sk_live_\S*)$/i.exec(c.req.header('authorization') ?? '');
+  return match?.[1] ?? null;
+}
+
+function hasSessionCookie(c: Context<AppEnv>): boolean {
+  return (c.req.header('cookie') ?? '').includes(`${COOKIE_PREFIX}.session_token=`);
+}
+
+/**
+ * Which credential a request authenticates with: a key when one is presented
+ * and keys are on (`key` given), a session cookie otherwise; both at once is
+ * refused. Keys never authenticate the library's routes (API.md API_KEY_AUTH).
+ */
+export function credentialResolver({
+  cookie,
+  key,
+}: {
+  cookie: SessionResolver;
+  key: ApiKeyResolver | null;
+}): SessionResolver {
+  return async (c) => {
+    const presented = key && !c.req.path.startsWith('/api/auth/') ? presentedKey(c) : null;
+    if (!key || !presented) return cookie(c);
+    if (hasSessionCookie(c)) throw new ApiError('VALIDATION_ERROR', 'Send a session cookie or an API key, not both');
+    return key(presented, c.get('logger'));
   };
 }

@@ -1,10 +1,10 @@
 import { z } from '@hono/zod-openapi';
 import type { Kysely } from 'kysely';
-import { PLATFORM_ROLES } from '../auth/permissions.js';
 import type { DB } from '../db/database.js';
 import { PageQuerySchema } from '../db/pagination.js';
 import { changePlatformRole, listUsers } from '../db/queries/users.js';
 import { access, sessionOf } from '../middleware/guard.js';
+import { PLATFORM_ROLES } from '../permissions.js';
 import { createRouter, defineRoute } from '../router.js';
 import { IdParams } from './schemas.js';
 

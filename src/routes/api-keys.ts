@@ -1,12 +1,12 @@
 import { z } from '@hono/zod-openapi';
 import type { Kysely } from 'kysely';
 import { generateKey, KEY_PREFIX } from '../auth/api-key-material.js';
-import { missing, PERMISSION_COUNT } from '../auth/permissions.js';
 import type { DB } from '../db/database.js';
 import { insertKey, listKeys, revokeKey } from '../db/queries/api-keys.js';
 import { knownPermissions } from '../db/queries/roles.js';
 import { ApiError } from '../errors.js';
 import { access, sessionOf } from '../middleware/guard.js';
+import { missing, PERMISSION_COUNT } from '../permissions.js';
 import { createRouter, defineRoute, jsonContent } from '../router.js';
 import type { Clock } from '../types.js';
 import { displayName, IdParams, PermissionString, uniqueArray } from './schemas.js';

@@ -2,10 +2,13 @@ import { z } from '@hono/zod-openapi';
 import type { Context } from 'hono';
 import type { Kysely } from 'kysely';
 import type { Auth } from '../auth/auth.js';
-import { answerForLibrary, withoutTokens } from '../auth/library-answers.js';
-import { type JsonObject, type LibraryInput, libraryInput } from '../auth/library-input.js';
-import { forwardedRequest, spendInvitationBudget } from '../auth/library-request.js';
-import { LIBRARY_ROUTES, type LibraryRoute } from '../auth/library-routes.js';
+import type { Config } from '../config.js';
+import { runInTransaction } from '../db/ambient.js';
+import type { DB } from '../db/database.js';
+import { sessionToken } from '../db/queries/accounts.js';
+import { ApiError } from '../errors.js';
+import { answerForLibrary, withoutTokens } from '../library/answers.js';
+import { type JsonObject, type LibraryInput, libraryInput } from '../library/input.js';
 import {
   afterOrganizationCall,
   authorizedOrganization,
@@ -13,14 +16,11 @@ import {
   checkInvitation,
   type OrganizationCall,
   organizationTarget,
-} from '../auth/organization-gate.js';
-import type { Config } from '../config.js';
-import { runInTransaction } from '../db/ambient.js';
-import type { DB } from '../db/database.js';
-import { sessionToken } from '../db/queries/accounts.js';
-import { ApiError } from '../errors.js';
+} from '../library/organization-gate.js';
+import { forwardedRequest, spendInvitationBudget } from '../library/request.js';
+import { LIBRARY_ROUTES, type LibraryRoute } from '../library/routes.js';
 import { access, guard } from '../middleware/guard.js';
-import type { RateLimitStore } from '../middleware/rate-limit-store.js';
+import type { RateLimitStore } from '../rate-limit-store.js';
 import { createRouter, defineRoute } from '../router.js';
 import type { AppEnv, Clock } from '../types.js';
 

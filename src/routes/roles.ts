@@ -1,10 +1,10 @@
 import { z } from '@hono/zod-openapi';
 import type { Kysely } from 'kysely';
-import { missing } from '../auth/permissions.js';
 import type { DB } from '../db/database.js';
 import { createRole, deleteRole, knownPermissions, listRoles, slugify, updateRole } from '../db/queries/roles.js';
 import { ApiError } from '../errors.js';
 import { access, sessionOf } from '../middleware/guard.js';
+import { missing } from '../permissions.js';
 import { createRouter, defineRoute, jsonContent } from '../router.js';
 import type { EnrichedSession } from '../types.js';
 import { displayName, IdParams, PermissionList, RoleSchema, toRoleRecord, updateBody } from './schemas.js';

@@ -1,5 +1,5 @@
 import { z } from '@hono/zod-openapi';
-import { PERMISSION_COUNT, PERMISSION_PATTERN } from '../auth/permissions.js';
+import { PERMISSION_COUNT, PERMISSION_PATTERN } from '../permissions.js';
 
 /**
  * A UUID version 4, as zod checks it, with that check's pattern in the

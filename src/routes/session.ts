@@ -1,6 +1,6 @@
 import { z } from '@hono/zod-openapi';
-import { PLATFORM_ROLES } from '../auth/permissions.js';
 import { access, loadSession } from '../middleware/guard.js';
+import { PLATFORM_ROLES } from '../permissions.js';
 import { createRouter, defineRoute } from '../router.js';
 
 export const EnrichedSessionSchema = z

@@ -1,6 +1,5 @@
 import { z } from '@hono/zod-openapi';
 import type { Kysely } from 'kysely';
-import { PLATFORM_ROLES } from '../auth/permissions.js';
 import type { DB } from '../db/database.js';
 import {
   exportAccount,
@@ -12,6 +11,7 @@ import {
 } from '../db/queries/accounts.js';
 import { ApiError } from '../errors.js';
 import { access, sessionOf } from '../middleware/guard.js';
+import { PLATFORM_ROLES } from '../permissions.js';
 import { createRouter, defineRoute, jsonContent } from '../router.js';
 import type { Clock } from '../types.js';
 

@@ -6,8 +6,8 @@
 import { z } from '@hono/zod-openapi';
 import { type Kysely, sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ALL_PERMISSIONS, type Permission } from '../../src/auth/permissions.js';
 import { type Access, access, declaredAccess, loadSession } from '../../src/middleware/guard.js';
+import { ALL_PERMISSIONS, type Permission } from '../../src/permissions.js';
 import { createRouter, defineRoute } from '../../src/router.js';
 import { createTestApp, type TestApp } from '../support/app.js';
 import { CookieJar, call } from '../support/http.js';

@@ -6,7 +6,7 @@ import {
   PERMISSION_PATTERN,
   PLATFORM_ROLES,
   RESOURCE_ACTIONS,
-} from '../../src/auth/permissions.js';
+} from '../../src/permissions.js';
 import { openTestDatabase, type TestDatabase } from '../support/database.js';
 
 /**

@@ -1,6 +1,6 @@
 import { type Kysely, sql, type Transaction } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { recordAudit } from '../../src/audit.js';
+import { recordAudit } from '../../src/db/audit.js';
 import type { DB } from '../../src/db/database.js';
 import { listRoles } from '../../src/db/queries/roles.js';
 import { setTenant, withTenant } from '../../src/db/tenant.js';

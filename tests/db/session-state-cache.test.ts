@@ -6,7 +6,7 @@
  */
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { listenForSessionStateChanges } from '../../src/app.js';
+import { listenForSessionStateChanges } from '../../src/auth/session.js';
 import { createSessionStateCache } from '../../src/auth/session-state-cache.js';
 import { createTestApp, type TestApp } from '../support/app.js';
 import { openTestDatabase, type TestDatabase } from '../support/database.js';

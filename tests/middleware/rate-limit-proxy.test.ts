@@ -7,7 +7,7 @@
 import type { AddressInfo } from 'node:net';
 import { type ServerType, serve } from '@hono/node-server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { clientIpFromForwardedFor } from '../../src/middleware/rate-limit.js';
+import { clientIpFromForwardedFor } from '../../src/client-address.js';
 import { nodeClientIp } from '../../src/node-listener.js';
 import { createTestApp, type TestApp } from '../support/app.js';
 

@@ -11,16 +11,11 @@ import type { AddressInfo } from 'node:net';
 import { createServer, type Server, type Socket } from 'node:net';
 import { Hono } from 'hono';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { clientIpFromForwardedFor } from '../../src/client-address.js';
 import { parseConfig } from '../../src/config.js';
 import { renderError } from '../../src/errors.js';
-import {
-  AUTH_SENSITIVE_PATHS,
-  clientIpFromForwardedFor,
-  isAuthSensitive,
-  normalizePath,
-  rateLimit,
-} from '../../src/middleware/rate-limit.js';
-import { createMemoryStore, createUpstashStore, type RateLimitStore } from '../../src/middleware/rate-limit-store.js';
+import { AUTH_SENSITIVE_PATHS, isAuthSensitive, normalizePath, rateLimit } from '../../src/middleware/rate-limit.js';
+import { createMemoryStore, createUpstashStore, type RateLimitStore } from '../../src/rate-limit-store.js';
 import type { AppEnv } from '../../src/types.js';
 import { createTestApp, createTestClock, TEST_SECRET, type TestApp } from '../support/app.js';
 import { call } from '../support/http.js';

@@ -14,7 +14,7 @@
  * never set are refused by the strict schemas, or (library sign-up) ignored.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ORGANIZATION_PERMISSIONS } from '../../src/auth/library-routes.js';
+import { ORGANIZATION_PERMISSIONS } from '../../src/library/routes.js';
 import { createTestApp, type TestApp } from '../support/app.js';
 import { CookieJar, call, type RequestOptions } from '../support/http.js';
 import {

@@ -1,7 +1,8 @@
-import { type CreateAppOptions, createApp, sessionStateCacheFor } from '../../src/app.js';
+import { type CreateAppOptions, createApp } from '../../src/app.js';
+import { sessionStateCacheFor } from '../../src/auth/session.js';
 import { type Config, parseConfig } from '../../src/config.js';
 import { createMemoryLogger } from '../../src/logger.js';
-import { createMemoryStore, createUpstashStore, type RateLimitStore } from '../../src/middleware/rate-limit-store.js';
+import { createMemoryStore, createUpstashStore, type RateLimitStore } from '../../src/rate-limit-store.js';
 import type { Clock } from '../../src/types.js';
 import { openTestDatabase, type TestDatabase } from './database.js';
 import { testServers } from './servers.js';

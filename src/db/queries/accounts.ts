@@ -1,8 +1,8 @@
 import { type Kysely, sql } from 'kysely';
-import { recordAudit } from '../../audit.js';
 import { ApiError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
 import { runInTransaction } from '../ambient.js';
+import { recordAudit } from '../audit.js';
 import type { DB } from '../database.js';
 import { setScope, setTenant } from '../tenant.js';
 import { revokeKeys } from './api-keys.js';

@@ -1,5 +1,5 @@
 import { type Kysely, sql, type Transaction } from 'kysely';
-import { recordAudit } from '../../audit.js';
+import { recordAudit } from '../audit.js';
 import type { DB } from '../database.js';
 import { setScope, setTenant, withTenant } from '../tenant.js';
 
@@ -158,4 +158,44 @@ export function insertKey(db: Kysely<DB>, key: NewKey) {
     });
     return inserted;
   });
+}
+
+/** What authenticating with a key needs: its tenant, creator, scopes, state and salted hash. */
+export interface PresentedKeyRow {
+  id: string;
+  tenant_id: string;
+  created_by: string;
+  scopes: string[];
+  expires_at: Date | null;
+  key_hash: string;
+  key_salt: string;
+  revoked_at: Date | null;
+  last_used_at: Date | null;
+}
+
+/** The key with this lookup digest, across tenants (`api_key_by_digest` is the one cross-tenant read RLS allows). */
+export async function keyByDigest(db: Kysely<DB>, digest: string): Promise<PresentedKeyRow | undefined> {
+  const { rows } = await sql<PresentedKeyRow>`
+    select id, tenant_id, created_by, scopes, expires_at, key_hash, key_salt, revoked_at, last_used_at
+    from api_key_by_digest(${digest})`.execute(db);
+  return rows[0];
+}
+
+/** Stamps `last_used_at` unless another request did within `resolutionMs` (one write per key per interval). */
+export function touchKey(
+  db: Kysely<DB>,
+  key: { id: string; tenant_id: string },
+  now: Date,
+  resolutionMs: number,
+): Promise<unknown> {
+  return withTenant(db, key.tenant_id, (trx) =>
+    trx
+      .updateTable('api_keys')
+      .set({ last_used_at: now })
+      .where('id', '=', key.id)
+      .where((eb) =>
+        eb.or([eb('last_used_at', 'is', null), eb('last_used_at', '<', new Date(now.getTime() - resolutionMs))]),
+      )
+      .execute(),
+  );
 }

@@ -1,8 +1,8 @@
 import type { Kysely, Transaction } from 'kysely';
-import { recordAudit } from '../../audit.js';
-import { missing } from '../../auth/permissions.js';
 import { ApiError } from '../../errors.js';
+import { missing } from '../../permissions.js';
 import type { EnrichedSession } from '../../types.js';
+import { recordAudit } from '../audit.js';
 import type { DB } from '../database.js';
 import { withTenant } from '../tenant.js';
 import { findDefaultRole, findRole, libraryRoleFor } from './roles.js';

@@ -1,7 +1,7 @@
 import { type Kysely, sql, type Transaction } from 'kysely';
-import { recordAudit } from '../../audit.js';
-import { DEFAULT_ROLES, type DefaultRoleSlug } from '../../auth/permissions.js';
 import { ApiError } from '../../errors.js';
+import { DEFAULT_ROLES, type DefaultRoleSlug } from '../../permissions.js';
+import { recordAudit } from '../audit.js';
 import type { DB, Role } from '../database.js';
 import { withTenant } from '../tenant.js';
 

@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely';
-import { recordAudit } from '../../audit.js';
-import type { PlatformRole } from '../../auth/permissions.js';
 import { ApiError } from '../../errors.js';
+import type { PlatformRole } from '../../permissions.js';
+import { recordAudit } from '../audit.js';
 import type { DB } from '../database.js';
 import { paginate } from '../pagination.js';
 

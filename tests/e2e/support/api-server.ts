@@ -1,7 +1,7 @@
 import type { AddressInfo } from 'node:net';
 import { type ServerType, serve } from '@hono/node-server';
 import { getConnInfo } from '@hono/node-server/conninfo';
-import { clientIpFromForwardedFor } from '../../../src/middleware/rate-limit.js';
+import { clientIpFromForwardedFor } from '../../../src/client-address.js';
 import { createTestApp, type TestApp } from '../../support/app.js';
 
 export interface ApiServer {

@@ -6,11 +6,11 @@
  */
 import { serve } from '@hono/node-server';
 import { createApp } from '../../../src/app.js';
+import { clientIpFromForwardedFor } from '../../../src/client-address.js';
 import { parseConfig } from '../../../src/config.js';
 import { migrateToLatest } from '../../../src/db/migrate.js';
 import { createRateLimitStore, logConfigWarnings, openConfiguredDatabase } from '../../../src/deps.js';
 import { createLogger } from '../../../src/logger.js';
-import { clientIpFromForwardedFor } from '../../../src/middleware/rate-limit.js';
 import { answerClientErrors, LISTENER_OPTIONS } from '../../../src/node-listener.js';
 
 const { config, warnings } = parseConfig(process.env);

@@ -1,17 +1,17 @@
 import type { Context } from 'hono';
 import type { Kysely, Transaction } from 'kysely';
+import type { OrganizationTarget } from '../auth/access.js';
+import { loadSessionState } from '../auth/session.js';
 import type { DB } from '../db/database.js';
 import { revokeKeys } from '../db/queries/api-keys.js';
 import { lockOwners } from '../db/queries/members.js';
 import { findRoleBySlug, libraryRoleFor } from '../db/queries/roles.js';
 import { setTenant, withTenant } from '../db/tenant.js';
 import { ApiError } from '../errors.js';
+import { missing } from '../permissions.js';
 import type { AppEnv, EnrichedSession, TargetResolver } from '../types.js';
-import type { OrganizationTarget } from './access.js';
-import { type JsonObject, libraryInput } from './library-input.js';
-import type { LibraryRoute } from './library-routes.js';
-import { missing } from './permissions.js';
-import { loadSessionState } from './session.js';
+import { type JsonObject, libraryInput } from './input.js';
+import type { LibraryRoute } from './routes.js';
 
 const targets = new WeakMap<Context<AppEnv>, OrganizationTarget>();
 

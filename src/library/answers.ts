@@ -1,13 +1,13 @@
 import type { Kysely } from 'kysely';
+import type { OrganizationTarget } from '../auth/access.js';
+import { loadSessionState } from '../auth/session.js';
 import type { DB } from '../db/database.js';
 import { membershipOf } from '../db/queries/members.js';
 import { withTenant } from '../db/tenant.js';
 import { ApiError } from '../errors.js';
+import { hasAll } from '../permissions.js';
 import type { EnrichedSession } from '../types.js';
-import type { OrganizationTarget } from './access.js';
-import type { JsonObject } from './library-input.js';
-import { hasAll } from './permissions.js';
-import { loadSessionState } from './session.js';
+import type { JsonObject } from './input.js';
 
 /**
  * Issue 14 item 3: `has-permission` and `get-active-member-role` answer from

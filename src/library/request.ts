@@ -1,11 +1,11 @@
 import type { Context } from 'hono';
+import { COOKIE_PREFIX } from '../auth/auth.js';
 import type { Config } from '../config.js';
 import { ApiError, tooMany } from '../errors.js';
-import type { RateLimitStore, RateLimitTier } from '../middleware/rate-limit-store.js';
+import type { RateLimitStore, RateLimitTier } from '../rate-limit-store.js';
 import type { AppEnv, Clock } from '../types.js';
-import { COOKIE_PREFIX } from './auth.js';
-import type { LibraryInput } from './library-input.js';
-import type { LibraryRoute } from './library-routes.js';
+import type { LibraryInput } from './input.js';
+import type { LibraryRoute } from './routes.js';
 
 /**
  * The request the library gets: the route's own path (whatever spelling

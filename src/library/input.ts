@@ -2,7 +2,7 @@ import type { Context } from 'hono';
 import type { z } from 'zod';
 import { ApiError, type ErrorDetail } from '../errors.js';
 import type { AppEnv } from '../types.js';
-import type { LibraryRoute } from './library-routes.js';
+import type { LibraryRoute } from './routes.js';
 
 export type JsonObject = Record<string, unknown>;
 

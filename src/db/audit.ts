@@ -1,6 +1,6 @@
 import { type Kysely, sql, type Transaction } from 'kysely';
-import type { DB } from './db/database.js';
-import { currentRequestScope } from './request-scope.js';
+import { currentRequestScope } from '../request-scope.js';
+import type { DB } from './database.js';
 
 /** API.md "Audit actions". */
 export const AUDIT_ACTIONS = [

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { type Access, access } from './access.js';
+import { type Access, access } from '../auth/access.js';
 
 /**
  * The auth library's routes the service serves (issue 14 item 1): deny by
