@@ -19,13 +19,14 @@ import { magicLink, organization } from 'better-auth/plugins';
 import { Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
 import { authDatabaseAdvancedOptions, authSchemaOptions, organizationPluginSchema } from '../src/auth/schema.js';
+import type { SchemalessDb } from '../src/db/client.js';
 
 const applied = process.argv.includes('--applied');
 
 const pglite = new PGlite();
 await pglite.waitReady;
 const pool = new pg.Pool({ ...createPgConfig(pglite), max: 1 });
-const db = new Kysely<any>({ dialect: new PostgresDialect({ pool }) });
+const db: SchemalessDb = new Kysely({ dialect: new PostgresDialect({ pool }) });
 
 const noop = async () => {};
 

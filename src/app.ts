@@ -63,7 +63,7 @@ export function createApp(deps: AppDeps, options: CreateAppOptions = {}) {
   const readCookieCache = createCookieCacheVerifier(config);
 
   const app = createRouter();
-  const globals = new WeakSet<Function>();
+  const globals = new WeakSet<object>();
   const use = (middleware: MiddlewareHandler<AppEnv>) => {
     globals.add(middleware);
     app.use('*', middleware);

@@ -17,7 +17,9 @@ export interface Events {
 }
 
 export function createEvents(): Events {
-  const handlers = new Map<EventName, Handler<any>[]>();
+  // Each list holds the handlers of its own event (on() is typed per event).
+  const handlers = new Map<EventName, Handler<never>[]>();
+  const of = <E extends EventName>(event: E) => (handlers.get(event) ?? []) as Handler<E>[];
   return {
     on(event, handler) {
       const list = handlers.get(event) ?? [];
@@ -29,7 +31,7 @@ export function createEvents(): Events {
       };
     },
     async emit(event, payload) {
-      for (const handler of handlers.get(event) ?? []) await handler(payload);
+      for (const handler of of(event)) await handler(payload);
     },
   };
 }

@@ -28,7 +28,7 @@ function statusFor(code: string | undefined): number {
 }
 
 /** The contract's error body (API.md "Errors") as raw bytes, with the spec's security headers and a fresh `X-Request-Id`. */
-function errorHead(status: number, body: string, csp: SecurityHeadersOptions): Record<string, string | number> {
+function errorHead(body: string, csp: SecurityHeadersOptions): Record<string, string | number> {
   return {
     'Content-Type': 'application/json',
     'Content-Length': Buffer.byteLength(body),
@@ -74,7 +74,7 @@ export function answerClientErrors(
     const status = statusFor(error.code);
     const [reason, message] = REASONS[status]!;
     const body = contractBody(status, message);
-    const head = Object.entries(errorHead(status, body, csp))
+    const head = Object.entries(errorHead(body, csp))
       .map(([name, value]) => `${name}: ${value}\r\n`)
       .join('');
     socket.end(`HTTP/1.1 ${status} ${reason}\r\n${head}\r\n${body}`);
@@ -87,7 +87,7 @@ export function answerClientErrors(
   http1.on('request', (req: IncomingMessage, res: ServerResponse) => {
     if (req.httpVersion === '1.1' && req.headers.host === undefined) {
       const body = contractBody(400, 'Missing Host header');
-      res.writeHead(400, errorHead(400, body, csp)).end(body);
+      res.writeHead(400, errorHead(body, csp)).end(body);
       return;
     }
     const writeHead = res.writeHead;
@@ -101,7 +101,7 @@ export function answerClientErrors(
         res.end = end;
         return (end as (chunk: string) => ServerResponse).call(this, body);
       } as ServerResponse['end'];
-      return writeHead.call(this, status, errorHead(status, body, csp));
+      return writeHead.call(this, status, errorHead(body, csp));
     } as ServerResponse['writeHead'];
     for (const listener of appListeners) listener.call(http1, req, res);
   });

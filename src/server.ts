@@ -11,7 +11,7 @@ import { createBatchedStdioSink } from './node-log-sink.js';
 
 /** Node entry: the one place that reads process.env. */
 async function main(): Promise<void> {
-  let parsed;
+  let parsed: ReturnType<typeof parseConfig>;
   try {
     parsed = parseConfig(process.env);
   } catch (error) {

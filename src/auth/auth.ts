@@ -4,6 +4,7 @@ import { defaultAc, ownerAc } from 'better-auth/plugins/organization/access';
 import type { Kysely } from 'kysely';
 import type { Config } from '../config.js';
 import { ambientAware } from '../db/ambient.js';
+import type { SchemalessDb } from '../db/client.js';
 import type { DB } from '../db/database.js';
 import { describeError } from '../errors.js';
 import type { Events } from '../events.js';
@@ -63,7 +64,7 @@ export function createAuth({ config, db, mailer, logger, events, background = (t
     trustedOrigins: [config.auth.appUrl],
     // `ambientAware`: inside runInTransaction the library's queries join our
     // transaction (organization creation and its role seeding commit as one).
-    database: { db: ambientAware(db) as Kysely<any>, type: 'postgres', transaction: true },
+    database: { db: ambientAware(db) as SchemalessDb, type: 'postgres', transaction: true },
     // The plugin's role change would bypass the last-Owner and escalation
     // rules: member roles change through /api/admin/members/:memberId only.
     disabledPaths: ['/organization/update-member-role'],

@@ -39,7 +39,7 @@ export function createCookieCacheVerifier(
   const dataName = `${prefix}${COOKIE_PREFIX}.session_data`;
 
   return (cookieHeader: string | undefined | null): CachedSession | null => {
-    if (!cookieHeader || !cookieHeader.includes(dataName)) return null;
+    if (!cookieHeader?.includes(dataName)) return null;
     let cookies: Record<string, string>;
     try {
       cookies = parse(cookieHeader);

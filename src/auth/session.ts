@@ -94,7 +94,7 @@ export function createSessionResolver({
       };
     }
     const state = await readState(found.sessionId, found.userId, found.expiresAt);
-    if (!state || !state.session_valid) return null;
+    if (!state?.session_valid) return null;
     // A member of the organization, or no active organization at all (spec §4: empty permissions).
     const activeOrganizationId = state.member_id ? state.active_organization_id : null;
     return {

@@ -3,6 +3,14 @@ import { PostgresJSDialect } from 'kysely-postgres-js';
 import postgres from 'postgres';
 import type { DB } from './database.js';
 
+/**
+ * A handle with no table types: migrations (frozen history, typed by no
+ * version of the app), the schema owner's connection, and the auth library,
+ * which builds its own queries. Kysely documents `Kysely<any>` for these.
+ */
+// biome-ignore lint/suspicious/noExplicitAny: the one schema-less handle type (see above)
+export type SchemalessDb = Kysely<any>;
+
 /** The role every runtime query runs as: neither superuser nor owner, so row-level security applies. */
 export const APP_ROLE = 'gatehouse_app';
 
@@ -14,7 +22,7 @@ export interface Database {
   /** Runtime queries, as the application role. */
   db: Kysely<DB>;
   /** Runs `fn` with a handle that connects as the schema owner (migrations, the user:role command). */
-  withOwner<T>(fn: (owner: Kysely<any>) => Promise<T>): Promise<T>;
+  withOwner<T>(fn: (owner: SchemalessDb) => Promise<T>): Promise<T>;
   /**
    * LISTEN on `channel`: `onNotify` runs for every notification, and also
    * whenever the listening connection is (re)established, since whatever was
@@ -126,7 +134,7 @@ export async function openPostgres(options: OpenOptions): Promise<Database> {
     db,
     async withOwner(fn) {
       const owner = postgresDialect(options.migrationUrl ?? options.url, 1, { runtime: false });
-      const ownerDb = new Kysely<any>({ dialect: owner.dialect });
+      const ownerDb: SchemalessDb = new Kysely({ dialect: owner.dialect });
       try {
         return await fn(ownerDb);
       } finally {

@@ -1,4 +1,4 @@
-import { ConfigError, parseConfig } from '../config.js';
+import { type Config, ConfigError, parseConfig } from '../config.js';
 import { openConfiguredDatabase } from '../deps.js';
 import { describeError } from '../errors.js';
 import { createLogger } from '../logger.js';
@@ -7,7 +7,7 @@ import { migrateDown, migrateToLatest } from './migrate.js';
 /** `npm run db:migrate` applies every pending migration; `npm run db:migrate -- down` rolls back one. */
 async function main(): Promise<void> {
   const logger = createLogger();
-  let config;
+  let config: Config;
   try {
     config = parseConfig(process.env).config;
   } catch (error) {

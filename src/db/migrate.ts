@@ -1,7 +1,7 @@
-import { type Kysely, type MigrationResultSet, Migrator } from 'kysely';
+import { type MigrationResultSet, Migrator } from 'kysely';
 import { migrations } from '../../migrations/index.js';
 import type { Logger } from '../logger.js';
-import type { Database } from './client.js';
+import type { Database, SchemalessDb } from './client.js';
 
 /** Applies every pending migration as the schema owner; throws on the first failure. */
 export async function migrateToLatest(database: Database, logger?: Logger): Promise<string[]> {
@@ -16,7 +16,7 @@ export async function migrateDown(database: Database, logger?: Logger): Promise<
   return database.withOwner(async (owner) => report(await migrator(owner).migrateDown(), logger));
 }
 
-function migrator(db: Kysely<any>): Migrator {
+function migrator(db: SchemalessDb): Migrator {
   return new Migrator({ db, provider: { getMigrations: async () => migrations } });
 }
 

@@ -1,7 +1,7 @@
 import { mkdir, open, readFile, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Kysely, PostgresDialect, sql } from 'kysely';
-import { APP_ROLE, type Database, type OpenOptions, openPostgres } from './client.js';
+import { APP_ROLE, type Database, type OpenOptions, openPostgres, type SchemalessDb } from './client.js';
 import type { DB } from './database.js';
 
 /** Opens `postgres://…` on a server, or `pglite://<dir>` / `pglite://memory` embedded (Node only). */
@@ -52,12 +52,14 @@ export async function openPglite(options: OpenOptions & { loadDataDir?: Blob }):
   // resolves. The bridge's client hands them out as 'notification' events.
   const listeners = new Map<string, Set<() => void>>();
   pool.on('connect', (client) => {
-    client.on('notification', (message) => listeners.get(message.channel)?.forEach((listener) => listener()));
-    for (const channelListeners of listeners.values()) channelListeners.forEach((listener) => listener());
+    client.on('notification', (message) => {
+      for (const listener of listeners.get(message.channel) ?? []) listener();
+    });
+    for (const channelListeners of listeners.values()) for (const listener of channelListeners) listener();
   });
   const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool }), log: options.log });
 
-  const enterRuntimeRole = async (conn: Kysely<any>) => {
+  const enterRuntimeRole = async (conn: SchemalessDb) => {
     const { rows } = await sql<{
       exists: boolean;
     }>`select exists (select 1 from pg_roles where rolname = ${APP_ROLE}) as exists`.execute(conn);
@@ -72,7 +74,7 @@ export async function openPglite(options: OpenOptions & { loadDataDir?: Blob }):
       db.connection().execute(async (conn) => {
         await sql`reset role`.execute(conn);
         try {
-          return await fn(conn as Kysely<any>);
+          return await fn(conn as SchemalessDb);
         } finally {
           await enterRuntimeRole(conn);
         }

@@ -36,6 +36,7 @@ export const cursorAt = sql<string>`to_char(created_at at time zone 'UTC', 'YYYY
 );
 
 /** Rows strictly after the cursor in (created_at desc, id desc) order. */
+// biome-ignore lint/suspicious/noExplicitAny: any table with created_at and id (Kysely has no type for "a table with these columns")
 export function afterCursor(eb: ExpressionBuilder<any, any>, cursor: Cursor) {
   const at = sql<Date>`${cursor.createdAt}::timestamptz`;
   return eb.or([eb('created_at', '<', at), eb.and([eb('created_at', '=', at), eb('id', '<', cursor.id)])]);
@@ -80,6 +81,7 @@ export function page<T extends { cursor_at: string; id: string }>(
  * starts after `cursor` (400 VALIDATION_ERROR when it is not one of ours).
  */
 export async function paginate<O extends { id: string }>(
+  // biome-ignore lint/suspicious/noExplicitAny: any table with created_at and id, as afterCursor
   query: SelectQueryBuilder<any, any, O>,
   { limit, cursor }: { limit: number; cursor?: string },
 ): Promise<{ items: (O & { cursor_at: string })[]; nextCursor: string | null }> {

@@ -13,6 +13,7 @@ export interface LibraryInput {
   query: Record<string, string>;
 }
 
+// biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is its purpose
 const CONTROL = /[\u0000-\u001f\u007f]/;
 const JSON_TYPE = /^application\/(?:[\w.+-]+\+)?json\s*(?:;|$)/i;
 const MAX_QUERY_VALUE = 2048;

@@ -2,7 +2,7 @@ import type { Context } from 'hono';
 import { COOKIE_PREFIX } from '../auth/auth.js';
 import type { Config } from '../config.js';
 import { ApiError, tooMany } from '../errors.js';
-import type { RateLimitStore, RateLimitTier } from '../rate-limit-store.js';
+import type { RateLimitDecision, RateLimitStore, RateLimitTier } from '../rate-limit-store.js';
 import type { AppEnv, Clock } from '../types.js';
 import type { LibraryInput } from './input.js';
 import type { LibraryRoute } from './routes.js';
@@ -78,7 +78,7 @@ export async function spendInvitationBudget(
     ],
   ];
   for (const [tier, identity] of tiers) {
-    let decision;
+    let decision: RateLimitDecision;
     try {
       decision = await store.limit(tier, identity);
     } catch (error) {

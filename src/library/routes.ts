@@ -30,6 +30,7 @@ export interface LibraryRoute {
   answeredByService?: true;
 }
 
+// biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is its purpose
 const CONTROL = /[\u0000-\u001f\u007f-\u009f\u2028\u2029]/;
 
 /** One line of human text: no control characters (CR/LF included). */

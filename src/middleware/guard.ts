@@ -20,7 +20,7 @@ export function sessionOf(c: Context<AppEnv>): EnrichedSession {
   return session;
 }
 
-const guards = new WeakMap<Function, Access>();
+const guards = new WeakMap<object, Access>();
 
 /** 403 ACCOUNT_SCHEDULED_FOR_DELETION, saying when the purge is due. */
 export function scheduledForDeletion(session: EnrichedSession): ApiError {
@@ -48,7 +48,7 @@ export function guard(declared: Access, target?: TargetResolver): MiddlewareHand
 }
 
 /** The access a route declared, for the route-walk test and the OpenAPI document. */
-export function declaredAccess(handler: Function): Access | undefined {
+export function declaredAccess(handler: object): Access | undefined {
   return guards.get(handler);
 }
 
@@ -91,7 +91,7 @@ async function check(c: Context<AppEnv>, declared: Access, target?: TargetResolv
  * whose definition declared no access is treated as "session required".
  * `globals` are the app-wide middleware, which are not endpoints.
  */
-export function denyUndeclared(globals: WeakSet<Function>): MiddlewareHandler<AppEnv> {
+export function denyUndeclared(globals: WeakSet<object>): MiddlewareHandler<AppEnv> {
   return async function denyUndeclared(c, next) {
     const handlers = matchedRoutes(c).map((route) => route.handler);
     const endpoint = handlers.some((handler) => !globals.has(handler) && handler !== denyUndeclared);

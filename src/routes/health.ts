@@ -1,5 +1,6 @@
 import { z } from '@hono/zod-openapi';
 import { type Kysely, sql } from 'kysely';
+import type { DB } from '../db/database.js';
 import { ApiError } from '../errors.js';
 import { access } from '../middleware/guard.js';
 import { createRouter, defineRoute } from '../router.js';
@@ -22,7 +23,7 @@ const route = defineRoute({
 });
 
 export interface DatabaseProbeOptions {
-  db: Kysely<any>;
+  db: Kysely<DB>;
   /** How long the database has to answer `select 1`. */
   timeoutMs?: number;
   /** How long a successful answer stands for later checks. */
@@ -60,7 +61,8 @@ export function createDatabaseProbe({
   };
   return () => {
     if (now() - okAt < freshMs) return Promise.resolve();
-    return (inFlight ??= ask());
+    inFlight ??= ask();
+    return inFlight;
   };
 }
 

@@ -5,6 +5,7 @@
  * of the Worker (with `standardwebhooks`, ~26 KiB gzipped). Node never sees
  * this file.
  */
+// biome-ignore lint/complexity/noStaticOnlyClass: stands in for the package's class export
 export default class PostalMime {
   static parse(): never {
     throw new Error('postal-mime is not bundled in the Worker (src/worker-shims/postal-mime.ts)');

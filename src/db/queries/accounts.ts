@@ -35,7 +35,7 @@ export async function purgeAccount(
     // `dueBy`: the scheduled job picked the account before taking this lock;
     // since then it may have been reactivated (or purged by its owner), and
     // then it is left alone (false).
-    if (dueBy && (!user || !user.deleted_at || new Date(user.deleted_at) > dueBy)) return false;
+    if (dueBy && (!user?.deleted_at || new Date(user.deleted_at) > dueBy)) return false;
     if (!user) throw new ApiError('NOT_FOUND', 'User not found');
 
     const memberships = await trx
