@@ -29,7 +29,7 @@ export interface Config {
     storeTimeoutMs: number;
     global: { ttl: number; limit: number };
     auth: { ttl: number; limit: number; blockDuration: number };
-    /** Wrong-password sign-ins for one email, from any address (issue 14 item 6). */
+    /** Wrong-password sign-ins for one email, from any address (a slow guess spread over many addresses still stops). */
     account: { ttl: number; limit: number };
     api: { ttl: number; limit: number };
     /** The client is the entry this many from the right of X-Forwarded-For; 0 = the socket address. */

@@ -2,7 +2,7 @@ import type { ColumnType, Generated, Insertable, Selectable, Updateable } from '
 import type { PlatformRole } from '../permissions.js';
 
 /**
- * The one source of table types (STYLE.md "Types flow from one place").
+ * The one source of table types: queries, routes and tests read them from here.
  * Column names are snake_case as in the migrations; JSON is camelCase.
  */
 

@@ -2,7 +2,7 @@ import type { Context } from 'hono';
 import type { z } from 'zod';
 import { ApiError, type ErrorDetail } from '../errors.js';
 import type { AppEnv } from '../types.js';
-import type { LibraryRoute } from './routes.js';
+import type { LibraryRoute } from './fields.js';
 
 export type JsonObject = Record<string, unknown>;
 
@@ -69,8 +69,8 @@ async function readBody(c: Context<AppEnv>, route: LibraryRoute): Promise<JsonOb
 }
 
 /**
- * The request's body and query checked against the route's schemas (issue 14
- * item 8): 400 VALIDATION_ERROR, never the library's 500, for ids that are
+ * The request's body and query checked against the route's schemas:
+ * 400 VALIDATION_ERROR, never the library's 500, for ids that are
  * not UUIDs, unbounded names, control characters, unknown sort fields. Read
  * once per request (the guard's organization step reads it first).
  */

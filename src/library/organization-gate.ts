@@ -10,8 +10,8 @@ import { setTenant, withTenant } from '../db/tenant.js';
 import { ApiError } from '../errors.js';
 import { missing } from '../permissions.js';
 import type { AppEnv, EnrichedSession, TargetResolver } from '../types.js';
+import type { LibraryRoute } from './fields.js';
 import { type JsonObject, libraryInput } from './input.js';
-import type { LibraryRoute } from './routes.js';
 
 const targets = new WeakMap<Context<AppEnv>, OrganizationTarget>();
 

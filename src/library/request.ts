@@ -4,8 +4,8 @@ import type { Config } from '../config.js';
 import { ApiError, tooMany } from '../errors.js';
 import type { RateLimitDecision, RateLimitStore, RateLimitTier } from '../rate-limit-store.js';
 import type { AppEnv, Clock } from '../types.js';
+import type { LibraryRoute } from './fields.js';
 import type { LibraryInput } from './input.js';
-import type { LibraryRoute } from './routes.js';
 
 /**
  * The request the library gets: the route's own path (whatever spelling

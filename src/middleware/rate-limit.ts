@@ -7,7 +7,7 @@ import type { AppEnv, Clock } from '../types.js';
 
 /**
  * Spec §8: the auth-sensitive paths (each also covers the paths below it),
- * plus the password oracle and the second-factor routes (issue 14 item 6).
+ * plus the password oracle and the second-factor routes: guessing a password or a code is what the tier limits.
  */
 export const AUTH_SENSITIVE_PATHS = [
   '/api/auth/sign-in',

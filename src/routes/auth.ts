@@ -8,6 +8,7 @@ import type { DB } from '../db/database.js';
 import { sessionToken } from '../db/queries/accounts.js';
 import { ApiError } from '../errors.js';
 import { answerForLibrary, withoutTokens } from '../library/answers.js';
+import type { LibraryRoute } from '../library/fields.js';
 import { type JsonObject, type LibraryInput, libraryInput } from '../library/input.js';
 import {
   afterOrganizationCall,
@@ -18,7 +19,7 @@ import {
   organizationTarget,
 } from '../library/organization-gate.js';
 import { forwardedRequest, spendInvitationBudget } from '../library/request.js';
-import { LIBRARY_ROUTES, type LibraryRoute } from '../library/routes.js';
+import { LIBRARY_ROUTES } from '../library/routes.js';
 import { access, guard } from '../middleware/guard.js';
 import type { RateLimitStore } from '../rate-limit-store.js';
 import { createRouter, defineRoute } from '../router.js';
@@ -82,7 +83,7 @@ interface Deps {
 
 /**
  * `/api/auth/*` is the library's (spec §4), behind the same chain, and deny
- * by default (issue 14): only the routes of LIBRARY_ROUTES are served, each
+ * by default: only the routes of LIBRARY_ROUTES are served, each
  * behind the guard with its declared access; anything else the library
  * mounts answers 404. Calls reach the library without its cookie cache, so
  * it reads the session (and its active organization) from the database as

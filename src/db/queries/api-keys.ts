@@ -43,7 +43,7 @@ export interface RevokeKeys {
 /**
  * Revokes active keys, each with one `api_key.revoked` entry in its
  * organization: one key (DELETE /api/api-keys/:id), an organization's (spec
- * §3: organization deleted), one member's there (issue 14: member removed),
+ * §3: organization deleted), one member's there (member removed or left),
  * or a user's everywhere (spec §3: user deleted). One conditional UPDATE per
  * organization decides the winner, so concurrent revokes audit a key once.
  * Needs nothing set on `trx`; leaves the tenant named when given, no tenant
