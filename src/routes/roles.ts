@@ -1,7 +1,8 @@
 import { z } from '@hono/zod-openapi';
 import type { Kysely } from 'kysely';
 import type { DB } from '../db/database.js';
-import { createRole, deleteRole, knownPermissions, listRoles, slugify, updateRole } from '../db/queries/roles.js';
+import { createRole, deleteRole, updateRole } from '../db/queries/role-changes.js';
+import { knownPermissions, listRoles, slugify } from '../db/queries/roles.js';
 import { ApiError } from '../errors.js';
 import { access, sessionOf } from '../middleware/guard.js';
 import { missing } from '../permissions.js';
