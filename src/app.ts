@@ -112,7 +112,6 @@ export function createApp(deps: AppDeps, options: CreateAppOptions = {}) {
   app.route('/', authRoutes({ auth, config, db, store: rateLimitStore, clock }));
   app.route('/', sessionRoutes());
   app.route('/', adminRoutes({ db }));
-  // Static paths before `/api/roles/{id}`.
   app.route('/', memberRoutes({ db }));
   app.route('/', roleRoutes({ db }));
   app.route('/', apiKeyRoutes({ db, clock }));
