@@ -1,4 +1,4 @@
-import type { Kysely } from 'kysely';
+import type { Kysely, Transaction } from 'kysely';
 import { ApiError } from '../../errors.js';
 import { recordAudit } from '../audit.js';
 import type { DB } from '../database.js';
@@ -10,6 +10,17 @@ import { findDefaultRole, findRole, type RoleWithPermissions, setRolePermissions
 interface Actor {
   actorId: string;
   requestId?: string;
+}
+
+/** The role, locked until the transaction ends (a concurrent change or delete waits for this one). */
+function lockRole(trx: Transaction<DB>, tenantId: string, id: string) {
+  return trx
+    .selectFrom('roles')
+    .selectAll()
+    .where('tenant_id', '=', tenantId)
+    .where('id', '=', id)
+    .forUpdate()
+    .executeTakeFirst();
 }
 
 /** A second role with the slug (roles_tenant_id_slug_key) is the client's 409, not a 500. */
@@ -77,13 +88,7 @@ export function updateRole(
 ): Promise<RoleWithPermissions> {
   return uniqueSlug(changes.slug, () =>
     withTenant(db, tenantId, async (trx) => {
-      const current = await trx
-        .selectFrom('roles')
-        .selectAll()
-        .where('tenant_id', '=', tenantId)
-        .where('id', '=', id)
-        .forUpdate()
-        .executeTakeFirst();
+      const current = await lockRole(trx, tenantId, id);
       if (!current) throw new ApiError('NOT_FOUND', 'Role not found');
       if (current.slug === 'owner' && current.is_default && changes.permissions) {
         throw new ApiError('DEFAULT_ROLE', 'The Owner role always holds every permission');
@@ -132,13 +137,7 @@ export function deleteRole(
   { tenantId, id, actorId, requestId }: Actor & { tenantId: string; id: string },
 ): Promise<number> {
   return withTenant(db, tenantId, async (trx) => {
-    const role = await trx
-      .selectFrom('roles')
-      .selectAll()
-      .where('tenant_id', '=', tenantId)
-      .where('id', '=', id)
-      .forUpdate()
-      .executeTakeFirst();
+    const role = await lockRole(trx, tenantId, id);
     if (!role) throw new ApiError('NOT_FOUND', 'Role not found');
     if (role.is_default) throw new ApiError('DEFAULT_ROLE', 'Default roles cannot be deleted');
     const viewer = await findDefaultRole(trx, tenantId, 'viewer');
