@@ -76,7 +76,7 @@ export const ConfigSchema = z.object({
   RATE_LIMIT_ACCOUNT_TTL: int(900),
   /** Proxies that append to X-Forwarded-For in front of the service; 0 = the socket address. */
   TRUSTED_PROXY_HOPS: int(1, 0, 32),
-  /** Spec §8 rule 6: reserved, validated, no effect. */
+  /** Spec §8 rule 6: the tier of API-key requests (with API_KEY_AUTH=enabled), per key. */
   RATE_LIMIT_API_TTL: int(60),
   RATE_LIMIT_API_LIMIT: int(100),
   /** How long a rate-limit decision may wait on the store before the tier's failure rule applies. */
