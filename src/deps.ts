@@ -14,10 +14,11 @@ export function createRateLimitStore(config: Config): RateLimitStore {
   return store ? createUpstashStore({ ...store, timeoutMs: storeTimeoutMs }) : createMemoryStore();
 }
 
-export function openConfiguredDatabase(config: Config): Promise<Database> {
+export function openConfiguredDatabase(config: Config, logger?: Logger): Promise<Database> {
   return openDatabase({
     url: config.database.url,
     migrationUrl: config.database.migrationUrl,
     poolMax: config.database.poolMax,
+    logger,
   });
 }

@@ -25,7 +25,7 @@ async function main(): Promise<void> {
   const logger = createLogger({ level: config.logLevel, sink: createBatchedStdioSink() });
   logConfigWarnings(logger, warnings);
 
-  const database = await openConfiguredDatabase(config);
+  const database = await openConfiguredDatabase(config, logger);
   if (config.database.migrateOnStart) await migrateToLatest(database, logger);
 
   const app = createApp(

@@ -1,6 +1,7 @@
 import { type Dialect, Kysely, type KyselyConfig } from 'kysely';
 import { PostgresJSDialect } from 'kysely-postgres-js';
 import postgres from 'postgres';
+import type { Logger } from '../logger.js';
 import type { DB } from './database.js';
 
 /**
@@ -39,6 +40,8 @@ export interface OpenOptions {
   poolMax?: number;
   /** Kysely's log hook: the benchmark counts statements through it. */
   log?: KyselyConfig['log'];
+  /** Hears what takes a while: creating a new embedded database. */
+  logger?: Logger;
 }
 
 /**

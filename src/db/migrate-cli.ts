@@ -17,7 +17,7 @@ async function main(): Promise<void> {
     }
     throw error;
   }
-  const database = await openConfiguredDatabase(config);
+  const database = await openConfiguredDatabase(config, logger);
   try {
     const applied =
       process.argv[2] === 'down' ? await migrateDown(database, logger) : await migrateToLatest(database, logger);

@@ -1,4 +1,4 @@
-import { mkdir, open, readFile, unlink } from 'node:fs/promises';
+import { mkdir, open, readFile, stat, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Kysely, PostgresDialect, sql } from 'kysely';
 import { APP_ROLE, type Database, type OpenOptions, openPostgres, type SchemalessDb } from './client.js';
@@ -33,14 +33,24 @@ export async function openPglite(options: OpenOptions & { loadDataDir?: Blob }):
   ]);
   const location = options.url.slice('pglite://'.length);
   let releaseLock = async () => {};
+  let creating = false;
   if (location !== 'memory') {
     await mkdir(location, { recursive: true });
     releaseLock = await lockDataDir(location);
+    creating = !(await stat(join(location, 'PG_VERSION')).catch(() => null));
   }
+  const startedAt = Date.now();
+  if (creating)
+    options.logger?.info('db.creating', {
+      engine: 'pglite',
+      dir: location,
+      message: 'First start: creating the embedded database (takes a few seconds)',
+    });
   let pglite: InstanceType<typeof PGlite>;
   try {
     pglite = location === 'memory' ? new PGlite({ loadDataDir: options.loadDataDir }) : new PGlite(location);
     await pglite.waitReady;
+    if (creating) options.logger?.info('db.created', { engine: 'pglite', dir: location, ms: Date.now() - startedAt });
   } catch (error) {
     await releaseLock();
     throw error;
