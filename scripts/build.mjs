@@ -1,6 +1,7 @@
-// `npm run build`: the Node entry compiled to dist/node/server.js (one ES module;
-// packages stay in node_modules, so PGlite's WebAssembly and data files load
-// from where they are). `npm start` runs it, building first when it is missing
+// `npm run build`: the Node entry compiled to dist/node/server.js (one ES
+// module; packages stay in node_modules, so PGlite's WebAssembly and data
+// files load from where they are), and the typed client to
+// dist/client/index.js (`gatehouse/client`). `npm start` runs it, building first when it is missing
 // or older than any source (scripts/start.mjs). The Worker has its own build
 // (`npm run build:worker`).
 import { readdirSync, statSync } from 'node:fs';
@@ -8,6 +9,8 @@ import { join, relative } from 'node:path';
 
 const ROOT = join(import.meta.dirname, '..');
 export const OUTFILE = join(ROOT, 'dist', 'node', 'server.js');
+/** `gatehouse/client` (package.json exports): the typed client, for SPAs and scripts. */
+const CLIENT_OUTFILE = join(ROOT, 'dist', 'client', 'index.js');
 /** What the build reads: a change to any of these makes dist/node stale. */
 const INPUTS = ['src', 'migrations', 'package-lock.json', 'tsconfig.json', 'scripts/build.mjs'];
 
@@ -31,18 +34,18 @@ export function staleReason() {
 export async function build() {
   const { build: esbuild } = await import('esbuild');
   const started = performance.now();
-  await esbuild({
-    absWorkingDir: ROOT,
-    entryPoints: ['src/server.ts'],
-    outfile: OUTFILE,
-    bundle: true,
-    packages: 'external',
-    platform: 'node',
-    format: 'esm',
-    target: 'node20.19',
-    sourcemap: 'linked',
-    logLevel: 'warning',
-  });
+  const common = { absWorkingDir: ROOT, bundle: true, packages: 'external', format: 'esm', logLevel: 'warning' };
+  await Promise.all([
+    esbuild({
+      ...common,
+      entryPoints: ['src/server.ts'],
+      outfile: OUTFILE,
+      platform: 'node',
+      target: 'node20.19',
+      sourcemap: 'linked',
+    }),
+    esbuild({ ...common, entryPoints: ['src/client/index.ts'], outfile: CLIENT_OUTFILE, platform: 'neutral' }),
+  ]);
   return { file: relative(ROOT, OUTFILE), ms: Math.round(performance.now() - started) };
 }
 

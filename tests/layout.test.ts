@@ -158,6 +158,11 @@ describe('import layout (issue 16 item 2)', () => {
     ).toEqual([]);
   });
 
+  it('the typed client (src/client, gatehouse/client) imports nothing of the server, and the server nothing of it', () => {
+    expect(violations(under('client/'), (target) => !target.startsWith('client/'))).toEqual([]);
+    expect(violations((file) => !file.startsWith('client/'), under('client/'))).toEqual([]);
+  });
+
   it('only the entries import app.ts', () => {
     expect(
       violations(
