@@ -7,7 +7,7 @@ import { createHash } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestApp, type TestApp } from '../support/app.js';
 import { CookieJar, call, linkIn, mailsTo, pathOf } from '../support/http.js';
-import { PASSWORD, signedInUser, uniqueEmail } from '../support/users.js';
+import { PASSWORD, signedUpUser, uniqueEmail } from '../support/users.js';
 
 const SESSION_TOKEN = 'gatehouse.session_token';
 const SESSION_DATA = 'gatehouse.session_data';
@@ -185,7 +185,7 @@ describe('auth flows', () => {
     });
 
     it('sign-in answers the same for an unknown email as for a wrong password (verified or not)', async () => {
-      const verified = await signedInUser(t);
+      const verified = await signedUpUser(t);
       const unverified = uniqueEmail('enum-unverified');
       await signUp(t, unverified);
 
@@ -202,7 +202,7 @@ describe('auth flows', () => {
     });
 
     it('request-password-reset answers the same for a registered and an unregistered email', async () => {
-      const user = await signedInUser(t);
+      const user = await signedUpUser(t);
       const nobody = uniqueEmail('nobody');
       const known = await call(t, '/api/auth/request-password-reset', {
         body: { email: user.email, redirectTo: `${t.config.auth.appUrl}/reset` },
@@ -220,7 +220,7 @@ describe('auth flows', () => {
 
   describe('password reset', () => {
     it('request → mailed link → reset-password: the new password signs in, the old one no longer does, old sessions end', async () => {
-      const user = await signedInUser(t);
+      const user = await signedUpUser(t);
       const newPassword = 'a brand new password 42';
       const requested = await call(t, '/api/auth/request-password-reset', {
         body: { email: user.email, redirectTo: `${t.config.auth.appUrl}/reset` },
@@ -267,7 +267,7 @@ describe('auth flows', () => {
 
   describe('change-password', () => {
     it('works for a signed-in user with the current password, and refuses a wrong current password', async () => {
-      const user = await signedInUser(t);
+      const user = await signedUpUser(t);
       const newPassword = 'changed password 12345';
       const wrong = await call(t, '/api/auth/change-password', {
         jar: user.jar,
@@ -304,7 +304,7 @@ describe('auth flows', () => {
     }
 
     it('following the mailed link signs in; following it a second time does not', async () => {
-      const user = await signedInUser(t);
+      const user = await signedUpUser(t);
       const link = await requestMagicLink(user.email);
 
       const jar = new CookieJar();
@@ -323,7 +323,7 @@ describe('auth flows', () => {
     });
 
     it('the token is stored hashed, never as mailed', async () => {
-      const user = await signedInUser(t);
+      const user = await signedUpUser(t);
       const link = await requestMagicLink(user.email);
       const token = new URL(link).searchParams.get('token')!;
       const hashed = createHash('sha256').update(token).digest('base64url');
@@ -337,7 +337,7 @@ describe('auth flows', () => {
     });
 
     it('an expired link does not sign in', async () => {
-      const user = await signedInUser(t);
+      const user = await signedUpUser(t);
       const link = await requestMagicLink(user.email);
       const token = new URL(link).searchParams.get('token')!;
       const identifier = `magic-link:${createHash('sha256').update(token).digest('base64url')}`;

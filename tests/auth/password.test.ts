@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { hashPassword, SCRYPT_PARAMS, SCRYPT_SLOTS, verifyPassword } from '../../src/auth/password.js';
 import { createTestApp, type TestApp } from '../support/app.js';
 import { call } from '../support/http.js';
-import { PASSWORD, signedInUser } from '../support/users.js';
+import { PASSWORD, signedUpUser } from '../support/users.js';
 
 /**
  * Our `emailAndPassword.password` hooks (src/auth/password.ts) must stay
@@ -100,7 +100,7 @@ describe('password hashing: wired into sign-up and sign-in', () => {
   afterAll(() => t.close());
 
   it('stores hashes the library default verifies, and signs in with a hash the library default wrote', async () => {
-    const user = await signedInUser(t);
+    const user = await signedUpUser(t);
     const stored = await t.db
       .selectFrom('accounts')
       .select('password')

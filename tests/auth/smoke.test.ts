@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestApp, type TestApp } from '../support/app.js';
 import { call } from '../support/http.js';
-import { signedInUser } from '../support/users.js';
+import { signedUpUser } from '../support/users.js';
 
 describe('smoke', () => {
   let t: TestApp;
@@ -11,7 +11,7 @@ describe('smoke', () => {
   afterAll(() => t.close());
 
   it('signs up, verifies, signs in, creates an organization, reads the session with permissions', async () => {
-    const user = await signedInUser(t);
+    const user = await signedUpUser(t);
     const created = await call(t, '/api/auth/organization/create', {
       body: { name: 'Acme', slug: `acme-${crypto.randomUUID().slice(0, 8)}` },
       jar: user.jar,

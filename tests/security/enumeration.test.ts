@@ -22,7 +22,7 @@ import type { EmailMessage, Mailer } from '../../src/auth/email.js';
 import type { Logger } from '../../src/logger.js';
 import { createTestApp, type TestApp } from '../support/app.js';
 import { CookieJar, call } from '../support/http.js';
-import { PASSWORD, signedInUser, uniqueEmail } from '../support/users.js';
+import { PASSWORD, signedUpUser, uniqueEmail } from '../support/users.js';
 import { cookieShape, median, shapeOf, shuffled } from './support.js';
 
 const TRIES = 30;
@@ -181,7 +181,7 @@ function flows(label: string, options: { slowMailer?: boolean } = {}) {
       mailer = options.slowMailer ? slowMailer() : undefined;
       t = await createTestApp(mailer ? { mailer } : {});
       if (mailer) mailer.logger = t.logger;
-      registered = (await signedInUser(t)).email;
+      registered = (await signedUpUser(t)).email;
       unverified = uniqueEmail('unverified');
       expect(
         (await call(t, '/api/auth/sign-up/email', { body: { email: unverified, password: PASSWORD, name: 'U' } }))
