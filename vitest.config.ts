@@ -56,7 +56,13 @@ export default defineConfig({
         extends: true,
         test: {
           name: 'integration',
-          include: ['tests/db/**/*.test.ts', 'tests/middleware/rate-limit*.test.ts', 'tests/rate-limit-store.test.ts', 'tests/integration/**/*.test.ts'],
+          include: [
+            'tests/db/**/*.test.ts',
+            'tests/auth/session-state-cache.test.ts',
+            'tests/middleware/rate-limit*.test.ts',
+            'tests/rate-limit-store.test.ts',
+            'tests/integration/**/*.test.ts',
+          ],
           testTimeout: 60_000,
           hookTimeout: 120_000,
           env: { NODE_ENV: 'test', ...servers },

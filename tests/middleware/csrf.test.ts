@@ -11,10 +11,11 @@ import { renderError } from '../../src/errors.js';
 import { csrf } from '../../src/middleware/csrf.js';
 import type { AppEnv } from '../../src/types.js';
 import { createTestApp, type TestApp } from '../support/app.js';
-import { APP_ORIGIN, call } from '../support/http.js';
+import { APP_ORIGIN, CookieJar, call } from '../support/http.js';
 import { PASSWORD, type SignedInUser, signedInUser } from '../support/users.js';
 
 const EVIL = 'https://evil.example';
+const SIGN_IN = '/api/auth/sign-in/email';
 const AUTH_ORIGIN = 'http://localhost:4000';
 
 /** Headers a forged cross-site request carries, in each form a browser may send. */
@@ -26,6 +27,12 @@ const FORGED: [string, Record<string, string>][] = [
   ['an Origin that only starts like the app', { origin: `${APP_ORIGIN}.evil.example` }],
   ['the app origin over another scheme', { origin: APP_ORIGIN.replace('http:', 'https:') }],
 ];
+
+function sessionCookiesIn(res: Response): string[] {
+  return res.headers
+    .getSetCookie()
+    .filter((cookie) => /^(__Secure-)?gatehouse\.session_(token|data)=[^;]+/.test(cookie));
+}
 
 function expectRefused(res: Response, body: unknown, label: string) {
   expect(res.status, label).toBe(403);
@@ -198,6 +205,117 @@ describe('CSRF through the app (issue 14 item 7)', () => {
     });
     expect(foreign.status).toBe(403);
     expect(await foreign.json()).toMatchObject({ code: 'FORBIDDEN' });
+  });
+  /**
+   * Spec §5 "Session authentication" on the library's routes: APP_URL is the
+   * trusted origin, and cross-origin auth requests are refused, by this check
+   * (403 FORBIDDEN) or else by the library's own origin and Fetch Metadata
+   * checks, which the service keeps on (better-auth turns them off under
+   * NODE_ENV=test unless told otherwise).
+   */
+  describe("on /api/auth/*, with the library's own origin checks behind it", () => {
+    let signer: SignedInUser;
+    /** Exactly the headers given (no cookies unless named), a JSON body. */
+    const bare = (path: string, headers: Record<string, string>, body: unknown) =>
+      t.app.request(path, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', ...headers },
+        body: JSON.stringify(body),
+      });
+
+    beforeAll(async () => {
+      signer = await signedInUser(t);
+    });
+
+    it('a cross-origin sign-in (Origin https://evil.example) is refused with 403 FORBIDDEN before the library and sets no session cookie', async () => {
+      const res = await bare(SIGN_IN, { origin: EVIL }, { email: signer.email, password: PASSWORD });
+      expect(res.status).toBe(403);
+      expect(await res.json()).toMatchObject({ code: 'FORBIDDEN' });
+      expect(sessionCookiesIn(res)).toEqual([]);
+    });
+
+    it('the same with a session cookie attached: refused by the service before the library (403 FORBIDDEN)', async () => {
+      const res = await bare(
+        SIGN_IN,
+        { origin: EVIL, cookie: signer.jar.header() },
+        { email: signer.email, password: PASSWORD },
+      );
+      expect(res.status).toBe(403);
+      expect(await res.json()).toMatchObject({ code: 'FORBIDDEN' });
+      expect(sessionCookiesIn(res)).toEqual([]);
+    });
+
+    it('a form-encoded cross-origin sign-in (no preflight) is refused the same way, before its body is read', async () => {
+      const res = await t.app.request(SIGN_IN, {
+        method: 'POST',
+        headers: { origin: EVIL, 'content-type': 'application/x-www-form-urlencoded' },
+        body: new URLSearchParams({ email: signer.email, password: PASSWORD }).toString(),
+      });
+      expect(res.status).toBe(403);
+      expect(await res.json()).toMatchObject({ code: 'FORBIDDEN' });
+      expect(sessionCookiesIn(res)).toEqual([]);
+    });
+
+    it('a cookie-bearing POST without any Origin (or Referer) is refused', async () => {
+      const res = await bare(SIGN_IN, { cookie: signer.jar.header() }, { email: signer.email, password: PASSWORD });
+      expect(res.status).toBe(403);
+      expect(await res.json()).toMatchObject({ code: 'MISSING_OR_NULL_ORIGIN' });
+      expect(sessionCookiesIn(res)).toEqual([]);
+    });
+
+    it('Origin: null is refused', async () => {
+      const res = await bare(
+        SIGN_IN,
+        { origin: 'null', cookie: signer.jar.header() },
+        { email: signer.email, password: PASSWORD },
+      );
+      expect(res.status).toBe(403);
+      expect(sessionCookiesIn(res)).toEqual([]);
+    });
+
+    it('an untrusted Referer stands in for a missing Origin and is refused too', async () => {
+      const res = await bare(
+        SIGN_IN,
+        { referer: `${EVIL}/login`, cookie: signer.jar.header() },
+        { email: signer.email, password: PASSWORD },
+      );
+      expect(res.status).toBe(403);
+      expect(await res.json()).toMatchObject({ code: 'INVALID_ORIGIN' });
+    });
+
+    it('a cross-site form navigation (Fetch Metadata) is refused even without cookies', async () => {
+      const res = await bare(
+        SIGN_IN,
+        { 'sec-fetch-site': 'cross-site', 'sec-fetch-mode': 'navigate', 'sec-fetch-dest': 'document' },
+        { email: signer.email, password: PASSWORD },
+      );
+      expect(res.status).toBe(403);
+      expect(await res.json()).toMatchObject({ code: 'CROSS_SITE_NAVIGATION_LOGIN_BLOCKED' });
+      expect(sessionCookiesIn(res)).toEqual([]);
+    });
+
+    it('a cross-origin state change on an existing session (sign-out) is refused and the session survives', async () => {
+      const res = await bare('/api/auth/sign-out', { origin: EVIL, cookie: signer.jar.header() }, {});
+      expect(res.status).toBe(403);
+      const session = await call(t, '/api/session', { jar: signer.jar });
+      expect(((await session.json()) as { user: { id: string } } | null)?.user.id).toBe(signer.id);
+    });
+
+    it('the trusted origin (APP_URL) works', async () => {
+      expect(APP_ORIGIN).toBe(t.config.auth.appUrl);
+      const jar = new CookieJar();
+      const res = await bare(SIGN_IN, { origin: APP_ORIGIN }, { email: signer.email, password: PASSWORD });
+      expect(res.status).toBe(200);
+      jar.store(res);
+      expect(sessionCookiesIn(res)).toHaveLength(2);
+      // and with cookies attached too
+      const again = await bare(
+        SIGN_IN,
+        { origin: APP_ORIGIN, cookie: jar.header() },
+        { email: signer.email, password: PASSWORD },
+      );
+      expect(again.status).toBe(200);
+    });
   });
 });
 

@@ -1,9 +1,9 @@
 import { type Kysely, sql, type Transaction } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { DB } from '../../src/db/database.js';
-import { revokeKeys } from '../../src/db/queries/api-keys.js';
-import { createTestApp, type TestApp } from '../support/app.js';
-import { type CookieJar, call } from '../support/http.js';
+import type { DB } from '../../../src/db/database.js';
+import { revokeKeys } from '../../../src/db/queries/api-keys.js';
+import { createTestApp, type TestApp } from '../../support/app.js';
+import { type CookieJar, call } from '../../support/http.js';
 import {
   addMember,
   asOwnerInTenant,
@@ -14,8 +14,8 @@ import {
   setActive,
   type TestMember,
   type TestOrganization,
-} from '../support/orgs.js';
-import { signedInUser } from '../support/users.js';
+} from '../../support/orgs.js';
+import { signedInUser } from '../../support/users.js';
 
 /**
  * API keys and the audit log at the database: the runtime role's grants

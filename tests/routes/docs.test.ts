@@ -1,13 +1,13 @@
 import { Validator } from '@seriousme/openapi-schema-validator';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { LIBRARY_ROUTES } from '../src/library/routes.js';
-import { type Access, declaredAccess } from '../src/middleware/guard.js';
-import { ALL_PERMISSIONS } from '../src/permissions.js';
-import { createTestApp, type TestApp } from './support/app.js';
-import { openTestDatabase, type TestDatabase } from './support/database.js';
-import { call } from './support/http.js';
-import { createOrganization } from './support/orgs.js';
-import { signedInUser } from './support/users.js';
+import { LIBRARY_ROUTES } from '../../src/library/routes.js';
+import { type Access, declaredAccess } from '../../src/middleware/guard.js';
+import { ALL_PERMISSIONS } from '../../src/permissions.js';
+import { createTestApp, type TestApp } from '../support/app.js';
+import { openTestDatabase, type TestDatabase } from '../support/database.js';
+import { call } from '../support/http.js';
+import { createOrganization } from '../support/orgs.js';
+import { signedInUser } from '../support/users.js';
 
 /**
  * Issue 7 item 1 / API.md `/api/openapi.json`: the document is OpenAPI 3.1,

@@ -1,10 +1,10 @@
 import { type Kysely, sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { purgeAccount, purgeExpiredAccounts } from '../../src/db/queries/accounts.js';
-import { ApiError } from '../../src/errors.js';
-import { createMemoryLogger } from '../../src/logger.js';
-import { createTestApp, type TestApp } from '../support/app.js';
-import { call } from '../support/http.js';
+import { purgeAccount, purgeExpiredAccounts } from '../../../src/db/queries/accounts.js';
+import { ApiError } from '../../../src/errors.js';
+import { createMemoryLogger } from '../../../src/logger.js';
+import { createTestApp, type TestApp } from '../../support/app.js';
+import { call } from '../../support/http.js';
 import {
   addMember,
   auditRows,
@@ -12,8 +12,8 @@ import {
   expectStatus,
   newMember,
   type TestOrganization,
-} from '../support/orgs.js';
-import { type SignedInUser, signedInUser } from '../support/users.js';
+} from '../../support/orgs.js';
+import { type SignedInUser, signedInUser } from '../../support/users.js';
 
 /**
  * purgeAccount and purgeExpiredAccounts (src/db/queries/accounts.ts) on both
