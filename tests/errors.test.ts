@@ -3,6 +3,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { ApiError, describeError, ERROR_STATUS, type ErrorCode, toApiError } from '../src/errors.js';
 import { access, guard } from '../src/middleware/guard.js';
 import { createTestApp, type TestApp } from './support/app.js';
+import { UUID_V4 } from './support/http.js';
 
 /** API.md "Errors", transcribed: every code and its one status. */
 const CONTRACT: Record<string, number> = {
@@ -25,7 +26,6 @@ const CONTRACT: Record<string, number> = {
   SERVICE_UNAVAILABLE: 503,
 };
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 const open = guard(access.public());
 
 /** Something a careless handler could leak: SQL, a password, a stack. */
@@ -79,7 +79,7 @@ describe('errors', () => {
         expect(res.status, `${method} ${path}`).toBe(404);
         expect(res.headers.get('content-type')).toMatch(/^application\/json/);
         expect(await res.json()).toEqual({ code: 'NOT_FOUND', message: expect.any(String) });
-        expect(res.headers.get('x-request-id')).toMatch(UUID);
+        expect(res.headers.get('x-request-id')).toMatch(UUID_V4);
       }
       expect(errorLines()).toEqual([]);
     });
@@ -100,7 +100,7 @@ describe('errors', () => {
     it('carry X-Request-Id, and the error log line has the same requestId', async () => {
       const res = await t.app.request('/api/test/boom');
       const id = res.headers.get('x-request-id');
-      expect(id).toMatch(UUID);
+      expect(id).toMatch(UUID_V4);
       const lines = errorLines();
       expect(lines).toHaveLength(1);
       expect(lines[0]).toMatchObject({
@@ -171,7 +171,7 @@ describe('errors', () => {
       const res = await t.app.request(`/api/test/api-error/${code}`);
       expect(res.status).toBe(status);
       expect(await res.json()).toStrictEqual({ code, message: `message for ${code}` });
-      expect(res.headers.get('x-request-id')).toMatch(UUID);
+      expect(res.headers.get('x-request-id')).toMatch(UUID_V4);
       // Only 5xx are logged as errors.
       expect(errorLines()).toHaveLength(status >= 500 ? 1 : 0);
     });

@@ -7,13 +7,13 @@
 
 import type { AddressInfo } from 'node:net';
 import { createServer, type Server, type Socket } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseConfig } from '../src/config.js';
 import { createMemoryStore, createUpstashStore, type RateLimitTier } from '../src/rate-limit-store.js';
 import { createTestClock, createTestStore, TEST_SECRET, type TestStore } from './support/app.js';
 
 const DAY: RateLimitTier = { name: 'global', limit: 3, window: 86_400 };
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 let idCounter = 0;
 const nextId = (label = 'ip') => `${label}:store-test-${++idCounter}-${crypto.randomUUID().slice(0, 8)}`;

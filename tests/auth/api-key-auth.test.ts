@@ -4,13 +4,12 @@ import { hashKey } from '../../src/auth/api-key-material.js';
 import { migrateToLatest } from '../../src/db/migrate.js';
 import { openPglite, type PgliteDatabase } from '../../src/db/open.js';
 import { createTestApp, type TestApp } from '../support/app.js';
-import { type CookieJar, call, mailsTo } from '../support/http.js';
+import { type CookieJar, call, type ErrorBody, expectError, expectStatus, mailsTo } from '../support/http.js';
 import {
   asOwnerInTenant,
   auditRows,
   createOrganization,
   createRole,
-  expectStatus,
   newMember,
   type RoleRecord,
   roleBySlug,
@@ -40,20 +39,10 @@ interface ListedKey {
   lastUsedAt: string | null;
   revokedAt: string | null;
 }
-interface ErrorBody {
-  code: string;
-  message: string;
-}
 
 const bearer = (key: string) => ({ authorization: `Bearer ${key}` });
 /** A well-formed key nobody issued (the right prefix, length and alphabet). */
 const unknownKey = () => `sk_live_${crypto.randomUUID().replaceAll('-', '').slice(0, 32).replace(/[0-9]/g, 'Z')}`;
-
-async function expectError(response: Response, status: number, code: string): Promise<ErrorBody> {
-  const body = await expectStatus<ErrorBody>(response, status);
-  expect(body.code).toBe(code);
-  return body;
-}
 
 describe('API keys that authenticate (API_KEY_AUTH)', () => {
   /** API_KEY_AUTH=enabled. */

@@ -3,14 +3,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { hashKey, lookupDigest } from '../../src/auth/api-key-material.js';
 import type { DB } from '../../src/db/database.js';
 import { createTestApp, type TestApp } from '../support/app.js';
-import { type CookieJar, call } from '../support/http.js';
-import {
-  asOwnerInTenant,
-  auditRows,
-  createOrganization,
-  expectStatus,
-  type TestOrganization,
-} from '../support/orgs.js';
+import { type CookieJar, call, expectStatus } from '../support/http.js';
+import { asOwnerInTenant, auditRows, createOrganization, type TestOrganization } from '../support/orgs.js';
 import { signedInUser } from '../support/users.js';
 
 /**

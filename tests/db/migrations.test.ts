@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrations } from '../../migrations/index.js';
 import { migrateDown, migrateToLatest } from '../../src/db/migrate.js';
 import { openTestDatabase, type TestDatabase } from '../support/database.js';
+import { UUID_V4 } from '../support/http.js';
 import { ALL_PERMISSIONS } from '../support/orgs.js';
 
 /** The migration history (migrations/*), up, all the way down, and up again, on both engines. */
@@ -21,7 +22,6 @@ const TABLES_OF_FIRST_THREE = [
   'users',
   'verifications',
 ];
-const UUID_V4 = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 
 describe('migrations', () => {
   let database: TestDatabase;

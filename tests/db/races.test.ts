@@ -1,10 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestApp, type TestApp } from '../support/app.js';
-import { call } from '../support/http.js';
+import { call, expectStatus } from '../support/http.js';
 import {
   createOrganization,
   createRole,
-  expectStatus,
   newMember,
   roleBySlug,
   roleSlugsByMember,
@@ -30,15 +29,20 @@ describe('races', () => {
   const changeRole = (actor: { jar: TestOrganization['owner']['jar'] }, memberId: string, roleId: string) =>
     call(t, `/api/admin/members/${memberId}`, { method: 'PATCH', body: { roleId }, jar: actor.jar });
 
-  it('two Owners demoting each other at once never leave the organization without an Owner', async () => {
+  /** A new organization with two Owners (its creator, and a second made Owner), each with their member id. */
+  async function twoOwners() {
     const org = await createOrganization(t, await signedInUser(t));
     const second = await newMember(t, org, 'admin');
     const ownerRole = (await roleBySlug(t, org.owner, 'owner')).id;
     const adminRole = (await roleBySlug(t, org.owner, 'admin')).id;
     await expectStatus(await changeRole(org.owner, second.memberId, ownerRole), 200);
-
     const a = { actor: org.owner, memberId: org.ownerMemberId };
     const b = { actor: second, memberId: second.memberId };
+    return { org, a, b, ownerRole, adminRole };
+  }
+
+  it('two Owners demoting each other at once never leave the organization without an Owner', async () => {
+    const { org, a, b, ownerRole, adminRole } = await twoOwners();
     const refusals: Record<string, number> = {};
     for (let round = 0; round < 20; round += 1) {
       const [aDemotesB, bDemotesA] = await Promise.all([
@@ -81,13 +85,7 @@ describe('races', () => {
   it('two Owners stepping down at once: exactly one succeeds, the other gets 409 OWNERSHIP_CONSTRAINT', async () => {
     // Each demotes only themself, so both keep an Owner's permissions whatever
     // the timing: only the Owner lock decides.
-    const org = await createOrganization(t, await signedInUser(t));
-    const second = await newMember(t, org, 'admin');
-    const ownerRole = (await roleBySlug(t, org.owner, 'owner')).id;
-    const adminRole = (await roleBySlug(t, org.owner, 'admin')).id;
-    await expectStatus(await changeRole(org.owner, second.memberId, ownerRole), 200);
-    const a = { actor: org.owner, memberId: org.ownerMemberId };
-    const b = { actor: second, memberId: second.memberId };
+    const { org, a, b, ownerRole, adminRole } = await twoOwners();
     for (let round = 0; round < 20; round += 1) {
       const [aSteps, bSteps] = await Promise.all([
         changeRole(a.actor, a.memberId, adminRole),

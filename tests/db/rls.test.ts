@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { type Kysely, sql, type Transaction } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { recordAudit } from '../../src/db/audit.js';
@@ -11,8 +12,6 @@ import { openTestDatabase, type TestDatabase } from '../support/database.js';
  * runtime role, on both engines: the second lock behind every query's own
  * tenant filter (STYLE.md 4).
  */
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** The SQLSTATE of a database error, however the driver wraps it. */
 async function sqlState(work: Promise<unknown>): Promise<string> {

@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { type Kysely, sql, type Transaction } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ambientAware, currentTransaction, runInTransaction } from '../../src/db/ambient.js';
@@ -9,8 +10,6 @@ import { openTestDatabase, type TestDatabase } from '../support/database.js';
  * behind a pool of one connection, so transactions queue; PostgreSQL runs
  * them side by side. Either way nobody sees another's uncommitted writes.
  */
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 function signal() {
   let fire!: () => void;

@@ -3,8 +3,8 @@ import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import worker from '../../src/worker.js';
 import { createTestApp, type TestApp } from '../support/app.js';
-import { call } from '../support/http.js';
-import { createOrganization, expectStatus } from '../support/orgs.js';
+import { call, expectStatus } from '../support/http.js';
+import { createOrganization } from '../support/orgs.js';
 import { testServers, withDatabaseName } from '../support/servers.js';
 import { signedInUser } from '../support/users.js';
 

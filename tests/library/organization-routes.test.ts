@@ -2,13 +2,12 @@ import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createEvents } from '../../src/events.js';
 import { createTestApp, type TestApp } from '../support/app.js';
-import { call, mailsTo } from '../support/http.js';
+import { call, expectStatus, mailsTo } from '../support/http.js';
 import {
   type Actor,
   addMember,
   createOrganization,
   createRole,
-  expectStatus,
   invitationIdFromMail,
   invite,
   listMembers,

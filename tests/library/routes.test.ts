@@ -11,20 +11,18 @@ import { createEvents } from '../../src/events.js';
 import { INVITATION_BUDGET } from '../../src/library/request.js';
 import { LIBRARY_ROUTES } from '../../src/library/routes.js';
 import { createTestApp, type TestApp } from '../support/app.js';
-import { CookieJar, call } from '../support/http.js';
+import { CookieJar, call, expectStatus, UUID_V4 } from '../support/http.js';
 import {
   addMember,
   auditRows,
   createOrganization,
   createRole,
-  expectStatus,
   invite,
   newMember,
   READ_PERMISSIONS,
   roleBySlug,
   setActive,
   type TestOrganization,
-  UUID_V4,
 } from '../support/orgs.js';
 import { PASSWORD, type SignedInUser, signedInUser, uniqueEmail } from '../support/users.js';
 

@@ -1,6 +1,5 @@
 import { Agent, request as httpRequest } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { connect } from 'node:net';
 import { type ServerType, serve } from '@hono/node-server';
 import { z } from '@hono/zod-openapi';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
@@ -8,6 +7,7 @@ import { MAX_BODY_BYTES } from '../../src/middleware/body-limit.js';
 import { access, guard } from '../../src/middleware/guard.js';
 import { createRouter, defineRoute } from '../../src/router.js';
 import { createTestApp, type TestApp } from '../support/app.js';
+import { rawExchange } from '../support/raw-http.js';
 
 const LIMIT = 1_048_576;
 
@@ -70,31 +70,6 @@ function postChunked(port: number, path: string, body: Buffer): Promise<HttpResu
     const step = 64 * 1024;
     for (let offset = 0; offset < body.length; offset += step) req.write(body.subarray(offset, offset + step));
     req.end();
-  });
-}
-
-/**
- * Writes `head` (and optionally `body`) on a raw socket and resolves with
- * everything the server sends back until it closes or `waitMs` passes.
- */
-function rawExchange(port: number, payload: Buffer, waitMs = 3000): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const socket = connect(port, '127.0.0.1');
-    const chunks: Buffer[] = [];
-    const finish = () => {
-      clearTimeout(timer);
-      socket.destroy();
-      resolve(Buffer.concat(chunks).toString('latin1'));
-    };
-    const timer = setTimeout(finish, waitMs);
-    socket.on('data', (chunk: Buffer) => chunks.push(chunk));
-    socket.on('end', finish);
-    socket.on('close', finish);
-    socket.on('error', (error: NodeJS.ErrnoException) => {
-      if (error.code === 'ECONNRESET' || error.code === 'EPIPE') finish();
-      else reject(error);
-    });
-    socket.on('connect', () => socket.write(payload));
   });
 }
 
@@ -188,7 +163,7 @@ describe('body limit (spec §8, API.md 413)', () => {
           `Content-Length: ${LIMIT + 1}\r\n\r\n`,
       );
       const started = Date.now();
-      const raw = await rawExchange(port, head, 5000);
+      const raw = (await rawExchange(port, head, { waitMs: 5000 })).bytes.toString('latin1');
       expect(statusOf(raw)).toBe(413);
       expect(Date.now() - started).toBeLessThan(4000);
       expect(raw).toContain('"code":"PAYLOAD_TOO_LARGE"');
@@ -325,7 +300,7 @@ describe('body limit (spec §8, API.md 413)', () => {
         Buffer.from('0123456789'),
         extra,
       ]);
-      const raw = await rawExchange(port, payload, 3000);
+      const raw = (await rawExchange(port, payload, { waitMs: 3000 })).bytes.toString('latin1');
       // Node's parser hands over the announced 10 bytes and reads the rest as a
       // garbage next request, which it answers 400 (often before our 200 is written).
       expect([200, 400]).toContain(statusOf(raw));
@@ -344,7 +319,7 @@ describe('body limit (spec §8, API.md 413)', () => {
         announced,
         Buffer.from(`,"tags":["${'c'.repeat(LIMIT)}"]}`),
       ]);
-      const raw = await rawExchange(port, payload, 3000);
+      const raw = (await rawExchange(port, payload, { waitMs: 3000 })).bytes.toString('latin1');
       expect([200, 400]).toContain(statusOf(raw));
       // At most the announced document `{"name":"a"}` was validated; the trailing `tags` never was.
       expect(echoCalls.length).toBeLessThanOrEqual(1);

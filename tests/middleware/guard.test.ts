@@ -4,13 +4,14 @@
  * default) as a walk over every route the app registers.
  */
 import { z } from '@hono/zod-openapi';
-import { type Kysely, sql } from 'kysely';
+import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Access, access, declaredAccess, loadSession } from '../../src/middleware/guard.js';
 import { ALL_PERMISSIONS, type Permission } from '../../src/permissions.js';
 import { createRouter, defineRoute } from '../../src/router.js';
 import { createTestApp, type TestApp } from '../support/app.js';
 import { CookieJar, call } from '../support/http.js';
+import { asOwnerInTenant, uniqueSlug } from '../support/orgs.js';
 import { type SignedInUser, signedInUser } from '../support/users.js';
 
 const Echo = z.object({ ok: z.literal(true), userId: z.string().nullable(), permissions: z.array(z.string()) });
@@ -54,24 +55,10 @@ function testRouter() {
   return router;
 }
 
-function randomSlug(prefix: string): string {
-  return `${prefix}-${crypto.randomUUID().slice(0, 8)}`;
-}
-
-/** Runs `fn` as the schema owner inside one transaction that names the tenant (row-level security on roles). */
-function asOwnerInTenant<T>(t: TestApp, tenantId: string, fn: (trx: Kysely<any>) => Promise<T>): Promise<T> {
-  return t.database.withOwner((owner) =>
-    owner.transaction().execute(async (trx) => {
-      await sql`select set_config('app.tenant_id', ${tenantId}, true)`.execute(trx);
-      return fn(trx);
-    }),
-  );
-}
-
 /** A role of the organization holding exactly `permissions`. */
-async function createRole(t: TestApp, organizationId: string, permissions: readonly Permission[]): Promise<string> {
+async function insertRole(t: TestApp, organizationId: string, permissions: readonly Permission[]): Promise<string> {
   return asOwnerInTenant(t, organizationId, async (trx) => {
-    const slug = randomSlug('test-role');
+    const slug = uniqueSlug('test-role');
     const { id } = await trx
       .insertInto('roles')
       .values({ tenant_id: organizationId, name: slug, slug, description: 'guard test' })
@@ -91,8 +78,8 @@ async function createRole(t: TestApp, organizationId: string, permissions: reado
   });
 }
 
-async function createOrganization(t: TestApp, founder: SignedInUser): Promise<string> {
-  const slug = randomSlug('guard-org');
+async function newOrganization(t: TestApp, founder: SignedInUser): Promise<string> {
+  const slug = uniqueSlug('guard-org');
   const res = await call(t, '/api/auth/organization/create', { jar: founder.jar, body: { name: slug, slug } });
   expect(res.status).toBe(200);
   const { id } = (await res.json()) as { id: string };
@@ -105,7 +92,7 @@ async function createOrganization(t: TestApp, founder: SignedInUser): Promise<st
     .where('user_id', '=', founder.id)
     .executeTakeFirstOrThrow();
   if (!member.role_id) {
-    const roleId = await createRole(t, id, ALL_PERMISSIONS);
+    const roleId = await insertRole(t, id, ALL_PERMISSIONS);
     await t.database.withOwner((owner) =>
       owner.updateTable('members').set({ role_id: roleId }).where('id', '=', member.id).execute(),
     );
@@ -120,7 +107,7 @@ async function joinOrganization(
   user: SignedInUser,
   permissions: readonly Permission[] | null,
 ) {
-  const roleId = permissions === null ? null : await createRole(t, organizationId, permissions);
+  const roleId = permissions === null ? null : await insertRole(t, organizationId, permissions);
   await t.database.withOwner((owner) =>
     owner
       .insertInto('members')
@@ -169,7 +156,7 @@ describe('guard (spec §4)', () => {
     );
     t.app.post('/api/test/undeclared', (c) => c.json({ ok: true }));
     founder = await signedInUser(t);
-    organizationId = await createOrganization(t, founder);
+    organizationId = await newOrganization(t, founder);
   });
   afterAll(() => t.close());
 
@@ -274,7 +261,7 @@ describe('guard (spec §4)', () => {
       await joinOrganization(t, organizationId, user, ['roles:read']);
       await setActiveOrganization(t, user.jar, organizationId);
       expect(await get(t, '/api/test/roles-read-write', user.jar)).toEqual(INSUFFICIENT_PERMISSIONS);
-      const roleId = await createRole(t, organizationId, ['roles:read', 'roles:write']);
+      const roleId = await insertRole(t, organizationId, ['roles:read', 'roles:write']);
       await t.database.withOwner((owner) =>
         owner
           .updateTable('members')
@@ -368,7 +355,10 @@ describe('guard (spec §4)', () => {
     });
 
     it('route walk: every registered endpoint that is not public or optional-auth answers 401 UNAUTHORIZED without a session', async () => {
-      const byEndpoint = new Map<string, { method: string; path: string; handlers: Function[] }>();
+      const byEndpoint = new Map<
+        string,
+        { method: string; path: string; handlers: (typeof t.app.routes)[number]['handler'][] }
+      >();
       for (const route of t.app.routes) {
         // The global middleware chain: `app.use('*', …)` is stored as ALL `/*` by hono 4.
         if (route.method === 'ALL' && (route.path === '*' || route.path === '/*')) continue;

@@ -13,7 +13,7 @@ import { accountKey } from '../../src/middleware/rate-limit.js';
 import { createMemoryStore, type RateLimitStore } from '../../src/rate-limit-store.js';
 import { createTestApp, createTestClock, type TestApp } from '../support/app.js';
 import { type CookieJar, call } from '../support/http.js';
-import { expectRateLimited } from '../support/rate-limit.js';
+import { expectRateLimited, nextIp } from '../support/rate-limit.js';
 import { PASSWORD, type SignedInUser, signedInUser, uniqueEmail } from '../support/users.js';
 
 const SIGN_IN = '/api/auth/sign-in/email';
@@ -21,12 +21,6 @@ const VERIFY_PASSWORD = '/api/auth/verify-password';
 const AUTH_LIMIT = 5;
 const ACCOUNT_LIMIT = 6;
 const TTL = 86_400; // epoch-aligned day windows: a run straddling a boundary is vanishingly rare
-
-let ipCounter = 0;
-function nextIp(): string {
-  ipCounter += 1;
-  return `203.0.${Math.floor(ipCounter / 250)}.${(ipCounter % 250) + 1}`;
-}
 
 /** A fresh unknown email per attempt: auth-tier tests must not reach any account's failure budget. */
 const ghost = () => uniqueEmail('ghost');

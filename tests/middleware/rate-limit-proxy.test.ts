@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { clientIpFromForwardedFor } from '../../src/client-address.js';
 import { nodeClientIp } from '../../src/node-listener.js';
 import { createTestApp, type TestApp } from '../support/app.js';
+import { nextIp } from '../support/rate-limit.js';
 
 const LIMIT = 3;
 const TTL = 86_400;
@@ -20,12 +21,6 @@ const env = (hops: string) => ({
   TRUSTED_PROXY_HOPS: hops,
   RATE_LIMIT_STORE_TIMEOUT_MS: '10000',
 });
-
-let counter = 0;
-const nextIp = () => {
-  counter += 1;
-  return `192.0.2.${counter}`;
-};
 
 type Fetcher = (xff: string | null) => Promise<number>;
 

@@ -19,19 +19,12 @@ import { createMemoryStore, createUpstashStore, type RateLimitStore } from '../.
 import type { AppEnv } from '../../src/types.js';
 import { createTestApp, createTestClock, TEST_SECRET, type TestApp } from '../support/app.js';
 import { call } from '../support/http.js';
-import { expectRateLimited } from '../support/rate-limit.js';
+import { expectRateLimited, nextIp } from '../support/rate-limit.js';
 import { signedInUser } from '../support/users.js';
 
 const RATE_LIMIT_HEADERS = ['X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset', 'Retry-After'] as const;
 const SIGN_IN = '/api/auth/sign-in/email';
 const PURGE = '/api/users/me/purge';
-
-/** A fresh client address per use, so tests sharing an app never share a budget. */
-let ipCounter = 0;
-function nextIp(): string {
-  ipCounter += 1;
-  return `198.51.${Math.floor(ipCounter / 250)}.${(ipCounter % 250) + 1}`;
-}
 
 type Requestable = { request: (path: string, init?: RequestInit) => Response | Promise<Response> };
 

@@ -2,8 +2,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createLogger, createMemoryLogger, type LogLevel } from '../../src/logger.js';
 import { access, guard } from '../../src/middleware/guard.js';
 import { createTestApp, type TestApp } from '../support/app.js';
-
-const UUID_V4 = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+import { UUID_V4 } from '../support/http.js';
 
 describe('request id and access log', () => {
   let t: TestApp;

@@ -2,19 +2,17 @@ import { createHash, createHmac } from 'node:crypto';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestApp, type TestApp } from '../support/app.js';
-import { type CookieJar, call } from '../support/http.js';
+import { type CookieJar, call, expectError, expectStatus, UUID_V4 } from '../support/http.js';
 import {
   addMember,
   asOwnerInTenant,
   auditRows,
   createOrganization,
   createRole,
-  expectStatus,
   newMember,
   setActive,
   type TestMember,
   type TestOrganization,
-  UUID_V4,
 } from '../support/orgs.js';
 import { signedInUser } from '../support/users.js';
 
@@ -70,12 +68,6 @@ interface StoredKey {
   last_used_at: Date | null;
 }
 
-interface ErrorBody {
-  code: string;
-  message: string;
-  details?: { path: string; message: string }[];
-}
-
 const sha256 = (value: string) => createHash('sha256').update(value).digest('hex');
 
 describe('API keys', () => {
@@ -107,12 +99,6 @@ describe('API keys', () => {
       await create(jar, { name: `key ${crypto.randomUUID().slice(0, 6)}`, scopes: ['roles:read'], ...body }),
       201,
     );
-  }
-
-  async function expectError(response: Response, status: number, code: string): Promise<ErrorBody> {
-    const body = await expectStatus<ErrorBody>(response, status);
-    expect(body.code).toBe(code);
-    return body;
   }
 
   function storedKeys(tenantId: string): Promise<StoredKey[]> {

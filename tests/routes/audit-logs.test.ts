@@ -1,16 +1,14 @@
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestApp, type TestApp } from '../support/app.js';
-import { type CookieJar, call } from '../support/http.js';
+import { type CookieJar, call, expectError, expectStatus, UUID_V4 } from '../support/http.js';
 import {
   auditRows,
   createOrganization,
   createRole,
-  expectStatus,
   newMember,
   type TestMember,
   type TestOrganization,
-  UUID_V4,
 } from '../support/orgs.js';
 import { signedInUser } from '../support/users.js';
 
@@ -45,12 +43,6 @@ describe('GET /api/audit-logs', () => {
 
   const get = (jar: CookieJar | undefined, query = '') => call(t, `/api/audit-logs${query}`, { jar });
   const getPage = async (jar: CookieJar, query = ''): Promise<Page> => expectStatus<Page>(await get(jar, query), 200);
-
-  async function expectError(response: Response, status: number, code: string) {
-    const body = await expectStatus<{ code: string; message: string; details?: unknown[] }>(response, status);
-    expect(body.code).toBe(code);
-    return body;
-  }
 
   /** Every entry, following nextCursor with `limit`; fails on a loop. */
   async function allPages(jar: CookieJar, limit: number): Promise<{ pages: Page[]; items: Entry[] }> {

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestApp, type TestApp } from '../support/app.js';
-import { call } from '../support/http.js';
-import { createOrganization, expectStatus, newMember } from '../support/orgs.js';
+import { call, type ErrorBody, expectStatus } from '../support/http.js';
+import { createOrganization, newMember } from '../support/orgs.js';
 import { type SignedInUser, signedInUser } from '../support/users.js';
 
 /**
@@ -12,11 +12,6 @@ import { type SignedInUser, signedInUser } from '../support/users.js';
 const DAY = 24 * 60 * 60 * 1000;
 const GRACE = 30 * DAY;
 const CRON_SECRET = `cron-${crypto.randomUUID()}`;
-
-interface ErrorBody {
-  code: string;
-  message: string;
-}
 
 describe('POST /api/cron/purge-accounts', { timeout: 120_000 }, () => {
   let t: TestApp;

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDatabaseProbe } from '../../src/routes/health.js';
 import { createTestApp, type TestApp } from '../support/app.js';
 import { openTestDatabase } from '../support/database.js';
+import { UUID_V4 } from '../support/http.js';
 
 describe('GET /api/health', () => {
   let t: TestApp;
@@ -22,7 +23,7 @@ describe('GET /api/health', () => {
     const res = await broken.app.request('/api/health');
     expect(res.status).toBe(503);
     expect(await res.json()).toEqual({ code: 'SERVICE_UNAVAILABLE', message: 'Database unavailable' });
-    expect(res.headers.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/);
+    expect(res.headers.get('x-request-id')).toMatch(UUID_V4);
   });
 });
 

@@ -1,12 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestApp, type TestApp } from '../support/app.js';
-import { call } from '../support/http.js';
+import { call, expectStatus, UUID_V4 } from '../support/http.js';
 import {
   type Actor,
   auditRows,
   createOrganization,
   createRole,
-  expectStatus,
   listMembers,
   newMember,
   roleBySlug,
@@ -14,7 +13,6 @@ import {
   storedMemberRoles,
   type TestMember,
   type TestOrganization,
-  UUID_V4,
 } from '../support/orgs.js';
 import { signedInUser } from '../support/users.js';
 

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestApp, type TestApp } from '../support/app.js';
-import { call } from '../support/http.js';
+import { call, expectStatus } from '../support/http.js';
 import {
   type Actor,
   ADMIN_PERMISSIONS,
@@ -8,7 +8,6 @@ import {
   auditRows,
   createOrganization,
   createRole,
-  expectStatus,
   newMember,
   roleSlugsByMember,
   sessionPermissions,

@@ -1,13 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestApp, type TestApp } from '../support/app.js';
-import { call } from '../support/http.js';
+import { call, expectStatus, UUID_V4 } from '../support/http.js';
 import {
   ADMIN_PERMISSIONS,
   ALL_PERMISSIONS,
   auditRows,
   createOrganization,
   createRole,
-  expectStatus,
   listMembers,
   listRoles,
   newMember,
@@ -19,7 +18,6 @@ import {
   storedRoles,
   type TestMember,
   type TestOrganization,
-  UUID_V4,
 } from '../support/orgs.js';
 import { signedInUser } from '../support/users.js';
 

@@ -7,12 +7,12 @@
 import { getCookieCache } from 'better-auth/cookies';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestApp, type TestApp } from '../support/app.js';
-import { CookieJar, call } from '../support/http.js';
+import { CookieJar, call, UUID_V4 } from '../support/http.js';
+import { median } from '../support/statistics.js';
 import { type SignedInUser, signedInUser } from '../support/users.js';
 
 const TOKEN = 'gatehouse.session_token';
 const DATA = 'gatehouse.session_data';
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 
 async function session(t: TestApp, jar?: CookieJar, headers?: Record<string, string>) {
   const res = await call(t, '/api/session', { jar, headers });
@@ -45,12 +45,6 @@ function tamper(value: string, at = Math.floor(value.length / 2)): string {
   return `${value.slice(0, at)}${char}${value.slice(at + 1)}`;
 }
 
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = Math.floor(sorted.length / 2);
-  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
-}
-
 describe('GET /api/session', () => {
   let t: TestApp;
   beforeAll(async () => {
@@ -80,8 +74,8 @@ describe('GET /api/session', () => {
       session: { id: row.id, activeOrganizationId: null, expiresAt: new Date(row.expires_at).toISOString() },
       permissions: [],
     });
-    expect(body!.user.id).toMatch(UUID);
-    expect(body!.session.id).toMatch(UUID);
+    expect(body!.user.id).toMatch(UUID_V4);
+    expect(body!.session.id).toMatch(UUID_V4);
     // Spec §2: 7 days absolute lifetime.
     const lifetime = new Date(body!.session.expiresAt).getTime() - before;
     expect(lifetime).toBeGreaterThan(7 * 24 * 3600_000 - 60_000);

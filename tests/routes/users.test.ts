@@ -1,14 +1,13 @@
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestApp, type TestApp } from '../support/app.js';
-import { CookieJar, call } from '../support/http.js';
+import { CookieJar, call, expectError, expectStatus } from '../support/http.js';
 import {
   type AuditRow,
   addMember,
   asOwnerInTenant,
   auditRows,
   createOrganization,
-  expectStatus,
   newMember,
   setActive,
   type TestOrganization,
@@ -22,12 +21,6 @@ import { PASSWORD, type SignedInUser, signedInUser } from '../support/users.js';
  */
 
 const DAY = 24 * 60 * 60 * 1000;
-
-interface ErrorBody {
-  code: string;
-  message: string;
-  details?: { path: string; message: string }[];
-}
 
 interface Profile {
   id: string;
@@ -63,12 +56,6 @@ interface Export {
     metadata: Record<string, unknown>;
     createdAt: string;
   }[];
-}
-
-async function expectError(response: Response, status: number, code: string): Promise<ErrorBody> {
-  const body = await expectStatus<ErrorBody>(response, status);
-  expect(body.code).toBe(code);
-  return body;
 }
 
 /** 403 ACCOUNT_SCHEDULED_FOR_DELETION naming the purge date in the message and the details. */

@@ -16,12 +16,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ORGANIZATION_PERMISSIONS } from '../../src/library/routes.js';
 import { createTestApp, type TestApp } from '../support/app.js';
-import { CookieJar, call, type RequestOptions } from '../support/http.js';
+import { CookieJar, call, expectStatus, type RequestOptions } from '../support/http.js';
 import {
   ALL_PERMISSIONS,
   createOrganization,
   createRole,
-  expectStatus,
   invitationIdFromMail,
   invite,
   newMember,
@@ -32,7 +31,7 @@ import {
 } from '../support/orgs.js';
 import { PASSWORD, type SignedInUser, signedInUser, uniqueEmail } from '../support/users.js';
 import { concrete, type Operation, type Walk, walkRoutes } from './routes.js';
-import { contractProblems, counts, fingerprint } from './support.js';
+import { contractProblems, fingerprint, writesBetween } from './support.js';
 
 interface Fixture {
   org: TestOrganization;
@@ -210,12 +209,8 @@ describe('authorization matrix', () => {
     );
     if (!text.includes(`"code":"${code}"`))
       problems.push(`${label}: expected ${status} ${code}, got ${res.status} ${text.slice(0, 200)}`);
-    const after = await fingerprint(t);
-    const changed = Object.keys(after).filter((table) => after[table] !== before[table]);
-    if (changed.length)
-      problems.push(
-        `${label}: wrote to ${changed.join(', ')} (${JSON.stringify(counts(before))} -> ${JSON.stringify(counts(after))})`,
-      );
+    const writes = writesBetween(before, await fingerprint(t));
+    if (writes) problems.push(`${label}: ${writes}`);
     return problems;
   }
 

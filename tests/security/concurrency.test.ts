@@ -15,13 +15,12 @@
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestApp, type TestApp } from '../support/app.js';
-import { CookieJar, call } from '../support/http.js';
+import { CookieJar, call, expectStatus } from '../support/http.js';
 import {
   addMember,
   auditRows,
   createOrganization,
   createRole,
-  expectStatus,
   invitationIdFromMail,
   invite,
   newMember,
@@ -61,6 +60,17 @@ describe('one winner', () => {
     );
   }
 
+  const winners = (answers: { status: number }[]) => answers.filter((a) => a.status === 200);
+
+  /** Exactly one 200, and no 5xx among the others. */
+  function expectOneWinner(answers: { status: number; code?: string }[]) {
+    expect(winners(answers), JSON.stringify(answers)).toHaveLength(1);
+    expect(
+      answers.every((a) => a.status < 500),
+      JSON.stringify(answers),
+    ).toBe(true);
+  }
+
   it('an Owner handing ownership to two Admins at once: one transfer, the other 403 NOT_OWNER, one Owner, one audit entry', async () => {
     for (let round = 0; round < ROUNDS; round += 1) {
       const org = await createOrganization(t, await signedInUser(t));
@@ -72,10 +82,7 @@ describe('one winner', () => {
           ),
         ),
       );
-      expect(
-        answers.filter((a) => a.status === 200),
-        JSON.stringify(answers),
-      ).toHaveLength(1);
+      expect(winners(answers), JSON.stringify(answers)).toHaveLength(1);
       // The loser's session was read before or after the winner committed: not the Owner any more (403 NOT_OWNER).
       expect(
         answers.filter((a) => a.status !== 200),
@@ -107,10 +114,7 @@ describe('one winner', () => {
           Array.from({ length: 5 }, () => call(t, `/api/roles/${role.id}`, { method: 'DELETE', jar: org.owner.jar })),
         ),
       );
-      expect(
-        answers.filter((a) => a.status === 200),
-        JSON.stringify(answers),
-      ).toHaveLength(1);
+      expect(winners(answers), JSON.stringify(answers)).toHaveLength(1);
       expect(answers.filter((a) => a.status !== 200)).toEqual(
         Array.from({ length: 4 }, () => ({ status: 404, code: 'NOT_FOUND' })),
       );
@@ -138,14 +142,7 @@ describe('one winner', () => {
           ),
         ),
       );
-      expect(
-        answers.filter((a) => a.status === 200),
-        JSON.stringify(answers),
-      ).toHaveLength(1);
-      expect(
-        answers.every((a) => a.status < 500),
-        JSON.stringify(answers),
-      ).toBe(true);
+      expectOneWinner(answers);
       const memberships = await t.database.withOwner((owner) =>
         owner
           .selectFrom('members')
@@ -170,14 +167,7 @@ describe('one winner', () => {
           ),
         ),
       );
-      expect(
-        answers.filter((a) => a.status === 200),
-        JSON.stringify(answers),
-      ).toHaveLength(1);
-      expect(
-        answers.every((a) => a.status < 500),
-        JSON.stringify(answers),
-      ).toBe(true);
+      expectOneWinner(answers);
       expect(await ownersOf(org.id)).toHaveLength(1);
     }
   }, 300_000);
@@ -201,7 +191,7 @@ describe('one winner', () => {
         answers.every((a) => a.status < 500),
         JSON.stringify(answers),
       ).toBe(true);
-      expect(answers.filter((a) => a.status === 200).length, JSON.stringify(answers)).toBeLessThanOrEqual(1);
+      expect(winners(answers).length, JSON.stringify(answers)).toBeLessThanOrEqual(1);
       expect(await ownersOf(org.id)).toHaveLength(1);
     }
   }, 300_000);

@@ -23,8 +23,9 @@ import type { EmailMessage, Mailer } from '../../src/auth/email.js';
 import type { Logger } from '../../src/logger.js';
 import { createTestApp, type TestApp } from '../support/app.js';
 import { CookieJar, call } from '../support/http.js';
+import { median } from '../support/statistics.js';
 import { PASSWORD, signedUpUser, uniqueEmail } from '../support/users.js';
-import { cookieShape, median, shapeOf, shuffled } from './support.js';
+import { cookieShape, shapeOf, shuffled } from './support.js';
 
 const TRIES = 30;
 const WARMUP = 3;

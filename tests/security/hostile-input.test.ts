@@ -25,10 +25,10 @@ import { answerClientErrors } from '../../src/node-listener.js';
 import { createTestApp, type TestApp } from '../support/app.js';
 import { APP_ORIGIN, type CookieJar } from '../support/http.js';
 import { createOrganization, type TestOrganization } from '../support/orgs.js';
+import { parseResponses, rawExchange } from '../support/raw-http.js';
 import { type SignedInUser, signedInUser } from '../support/users.js';
-import { parseResponses, rawExchange } from './raw-http.js';
 import { concrete, exampleOf, type Operation, propertiesOf, type Walk, walkRoutes, wrongTypesFor } from './routes.js';
-import { contractProblems, counts, fingerprint } from './support.js';
+import { contractProblems, counts, fingerprint, writesBetween } from './support.js';
 
 const MIB = MAX_BODY_BYTES;
 const NUL = '\u0000';
@@ -150,12 +150,8 @@ describe('hostile input', () => {
         problems.push(`${label}: expected ${c.code}, got ${res.status} ${text.slice(0, 200)}`);
       if (polluted()) problems.push(`${label}: Object.prototype polluted`);
       if (before) {
-        const after = await fingerprint(t);
-        const changed = Object.keys(after).filter((table) => after[table] !== before[table]);
-        if (changed.length)
-          problems.push(
-            `${label}: wrote to ${changed.join(', ')} (${JSON.stringify(counts(before))} -> ${JSON.stringify(counts(after))})`,
-          );
+        const writes = writesBetween(before, await fingerprint(t));
+        if (writes) problems.push(`${label}: ${writes}`);
       }
     }
     return problems;
@@ -566,9 +562,8 @@ describe('hostile input', () => {
           if (res.status >= 400 && res.status < 500) {
             for (const problem of contractProblems(res.status, res.headers.get('content-type') ?? '', text))
               problems.push(`${label} ${path}: ${problem}`);
-            const after = await fingerprint(t);
-            const changed = Object.keys(after).filter((table) => after[table] !== before[table]);
-            if (changed.length) problems.push(`${label} ${path}: refused, yet wrote to ${changed.join(', ')}`);
+            const writes = writesBetween(before, await fingerprint(t));
+            if (writes) problems.push(`${label} ${path}: refused, yet ${writes}`);
           }
           if (polluted()) problems.push(`${label} ${path}: Object.prototype polluted`);
         }

@@ -12,9 +12,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_CSP_HOSTS, securityHeaderValues } from '../../src/middleware/security-headers.js';
 import { answerClientErrors, LISTENER_OPTIONS } from '../../src/node-listener.js';
 import { createTestApp, type TestApp } from '../support/app.js';
-import { parseResponses, type RawResponse, rawExchange } from './raw-http.js';
-
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+import { UUID_V4 } from '../support/http.js';
+import { parseResponses, type RawResponse, rawExchange } from '../support/raw-http.js';
 
 describe("the listener's own answers (issue 14 item 9)", () => {
   let t: TestApp;
@@ -48,7 +47,7 @@ describe("the listener's own answers (issue 14 item 9)", () => {
     for (const [name, value] of Object.entries(securityHeaderValues(t.config.csp)))
       expect(res!.headers[name.toLowerCase()], name).toBe(value);
     expect(res!.headers['cross-origin-embedder-policy']).toBeUndefined();
-    expect(res!.headers['x-request-id']).toMatch(UUID);
+    expect(res!.headers['x-request-id']).toMatch(UUID_V4);
   }
 
   it('the listener answers the same table the middleware sends', async () => {

@@ -41,6 +41,13 @@ export function counts(print: Record<string, string>): Record<string, number> {
   return Object.fromEntries(Object.entries(print).map(([table, value]) => [table, Number(value.split(':')[0])]));
 }
 
+/** What changed between two fingerprints, for a problem list: null when nothing did. */
+export function writesBetween(before: Record<string, string>, after: Record<string, string>): string | null {
+  const changed = Object.keys(after).filter((table) => after[table] !== before[table]);
+  if (!changed.length) return null;
+  return `wrote to ${changed.join(', ')} (${JSON.stringify(counts(before))} -> ${JSON.stringify(counts(after))})`;
+}
+
 /** What is wrong with an error answer, if anything: empty when it is a 4xx (or `allowed`) in the contract's shape. */
 export function contractProblems(
   status: number,
@@ -157,12 +164,6 @@ export function cookieShape(res: Response): string[] {
       return [name, ...kept.sort()].join('; ');
     })
     .sort();
-}
-
-export function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const middle = Math.floor(sorted.length / 2);
-  return sorted.length % 2 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2;
 }
 
 /** Fisher-Yates, so the order of paired measurements never favours one side. */

@@ -1,3 +1,4 @@
+import { expect } from 'vitest';
 import type { TestApp } from './app.js';
 
 export const APP_ORIGIN = 'http://localhost:3000';
@@ -79,4 +80,29 @@ export function linkIn(text: string): string {
 export function pathOf(link: string): string {
   const url = new URL(link);
   return `${url.pathname}${url.search}`;
+}
+
+/** A random (version 4) UUID: every id the service and the library issue, and every X-Request-Id. */
+export const UUID_V4 = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+
+/** The contract's error body (API.md "Errors"). */
+export interface ErrorBody {
+  code: string;
+  message: string;
+  details?: { path: string; message: string }[];
+}
+
+/** Reads a JSON body once, with the status in the failure message when it is not the expected one. */
+export async function expectStatus<T = any>(response: Response, status: number): Promise<T> {
+  const text = await response.text();
+  const body = text ? JSON.parse(text) : null;
+  expect(response.status, `${response.status} ${text}`).toBe(status);
+  return body as T;
+}
+
+/** An error answer with this status and code; its body. */
+export async function expectError(response: Response, status: number, code: string): Promise<ErrorBody> {
+  const body = await expectStatus<ErrorBody>(response, status);
+  expect(body.code).toBe(code);
+  return body;
 }

@@ -1,7 +1,7 @@
 import { type Kysely, sql } from 'kysely';
 import { expect } from 'vitest';
 import type { TestApp } from './app.js';
-import { call, linkIn, mailsTo } from './http.js';
+import { call, expectStatus, linkIn, mailsTo } from './http.js';
 import { type SignedInUser, signedInUser } from './users.js';
 
 /**
@@ -44,14 +44,6 @@ export interface RoleRecord {
 
 export function uniqueSlug(label = 'org'): string {
   return `${label}-${crypto.randomUUID().slice(0, 8)}`;
-}
-
-/** Reads a JSON body once, with the status in the failure message when it is not the expected one. */
-export async function expectStatus<T = any>(response: Response, status: number): Promise<T> {
-  const text = await response.text();
-  const body = text ? JSON.parse(text) : null;
-  expect(response.status, `${response.status} ${text}`).toBe(status);
-  return body as T;
 }
 
 /** Creates an organization as `owner` (who becomes its Owner) and makes it `owner`'s active one. */
@@ -272,5 +264,3 @@ export const ALL_PERMISSIONS = [
 ];
 export const ADMIN_PERMISSIONS = ALL_PERMISSIONS.filter((p) => p !== 'organizations:delete' && p !== 'users:delete');
 export const READ_PERMISSIONS = ALL_PERMISSIONS.filter((p) => p.endsWith(':read'));
-
-export const UUID_V4 = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;

@@ -1,5 +1,16 @@
 import { expect } from 'vitest';
 
+let addresses = 0;
+
+/**
+ * A fresh client address per call, so tests sharing an app never share a
+ * budget. From 198.18.0.0/15, which no test writes by hand.
+ */
+export function nextIp(): string {
+  addresses += 1;
+  return `198.18.${Math.floor(addresses / 250)}.${(addresses % 250) + 1}`;
+}
+
 /** A 429 in the contract's shape with API.md's four headers; returns when the block or window ends. */
 export async function expectRateLimited(res: Response, limit: number) {
   expect(res.status).toBe(429);

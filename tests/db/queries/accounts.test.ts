@@ -4,15 +4,8 @@ import { purgeAccount, purgeExpiredAccounts } from '../../../src/db/queries/acco
 import { ApiError } from '../../../src/errors.js';
 import { createMemoryLogger } from '../../../src/logger.js';
 import { createTestApp, type TestApp } from '../../support/app.js';
-import { call } from '../../support/http.js';
-import {
-  addMember,
-  auditRows,
-  createOrganization,
-  expectStatus,
-  newMember,
-  type TestOrganization,
-} from '../../support/orgs.js';
+import { call, expectStatus } from '../../support/http.js';
+import { addMember, auditRows, createOrganization, newMember, type TestOrganization } from '../../support/orgs.js';
 import { type SignedInUser, signedInUser } from '../../support/users.js';
 
 /**

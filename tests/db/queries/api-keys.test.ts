@@ -3,13 +3,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { DB } from '../../../src/db/database.js';
 import { revokeKeys } from '../../../src/db/queries/api-keys.js';
 import { createTestApp, type TestApp } from '../../support/app.js';
-import { type CookieJar, call } from '../../support/http.js';
+import { type CookieJar, call, expectStatus } from '../../support/http.js';
 import {
   addMember,
   asOwnerInTenant,
   auditRows,
   createOrganization,
-  expectStatus,
   newMember,
   setActive,
   type TestMember,
