@@ -242,7 +242,7 @@ describe('parseConfig', () => {
     });
   });
 
-  describe('HOST, TRUSTED_PROXY_HOPS and the account budget (issue 14 item 6)', () => {
+  describe('HOST, TRUSTED_PROXY_HOPS and the account budget', () => {
     it('HOST defaults to loopback in development and test, every interface in production', () => {
       expect(parseConfig({ NODE_ENV: 'development' }).config.host).toBe('127.0.0.1');
       expect(parseConfig({}).config.host).toBe('127.0.0.1');
@@ -502,6 +502,7 @@ describe('the Node entry (src/server.ts)', { timeout: 180_000 }, () => {
       const health = await fetch(`http://127.0.0.1:${port}/api/health`);
       expect(health.status).toBe(200);
       expect(await health.json()).toEqual({ status: 'ok' });
+      // Oracle: spec §8's headers copied on purpose (as in security-headers.test.ts); the listener must send them.
       expect(health.headers.get('content-security-policy')).toBe(
         "default-src 'none'; script-src 'self' 'unsafe-inline' https://cdn.jsdelivr.net; " +
           "style-src 'self' 'unsafe-inline' https://cdn.jsdelivr.net; " +

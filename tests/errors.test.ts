@@ -6,6 +6,7 @@ import { createTestApp, type TestApp } from './support/app.js';
 import { UUID_V4 } from './support/http.js';
 
 /** API.md "Errors", transcribed: every code and its one status. */
+// Oracle: copied from the contract on purpose; the service must agree with it.
 const CONTRACT: Record<string, number> = {
   VALIDATION_ERROR: 400,
   UNAUTHORIZED: 401,

@@ -3,7 +3,7 @@ import { dirname, join, normalize, relative } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 /**
- * Issue 16 item 2: imports go one way, entries -> app -> routes -> (auth,
+ * Imports go one way, entries -> app -> routes -> (auth,
  * middleware) -> db -> (errors, config, logger). Read from the import and
  * export statements of src/** (type-only ones included: a cycle of types is
  * still a cycle).
@@ -38,7 +38,7 @@ const violations = (from: (file: string) => boolean, forbidden: (target: string)
     .filter(([file]) => from(file))
     .flatMap(([file, { local }]) => local.filter(forbidden).map((target) => `${file} -> ${target}`));
 
-describe('import layout (issue 16 item 2)', () => {
+describe('import layout', () => {
   it('has no import cycle', () => {
     const cycles: string[] = [];
     const state = new Map<string, 'open' | 'done'>();

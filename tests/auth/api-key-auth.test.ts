@@ -20,7 +20,7 @@ import {
 import { signedInUser } from '../support/users.js';
 
 /**
- * Issue 8, API.md API_KEY_AUTH: `Authorization: Bearer sk_live_…`
+ * API_KEY_AUTH=enabled: `Authorization: Bearer sk_live_…`
  * authenticates permission-guarded tenant routes when the switch is on, as
  * the key's organization, with its scopes narrowed to the creator's current
  * permissions there; never on the library's, account, platform or

@@ -6,7 +6,7 @@ import { createTestApp, TEST_SECRET, type TestApp } from '../support/app.js';
 import { type SignedInUser, signedInUser } from '../support/users.js';
 
 /**
- * The fast cookie-cache check (issue 9) must accept exactly the cookies the
+ * The fast cookie-cache check must accept exactly the cookies the
  * library issued and accepts, and refuse tampered, expired and foreign ones;
  * the library's own verifier is the reference.
  */

@@ -78,7 +78,7 @@ describe('auth flows', () => {
       };
       expect(body.user.email).toBe(email);
       expect(body.user.emailVerified).toBe(false);
-      // Issue 14 item 5: no session token in JSON, not even the library's null placeholder.
+      // A session token never travels in JSON (cookies only), not even the library's null placeholder.
       expect(body).not.toHaveProperty('token');
       expect(setCookies(res).has(SESSION_TOKEN)).toBe(false);
       userId = body.user.id;

@@ -184,7 +184,7 @@ describe('user:role command', () => {
     ]);
   }, 60_000);
 
-  describe('an embedded database held by a running process (issue 14 item 9)', () => {
+  describe('an embedded database held by a running process', () => {
     const lockPath = () => join(dir, LOCK_FILE);
     const exists = (path: string) =>
       stat(path).then(

@@ -8,7 +8,7 @@ import { asOwnerInTenant, auditRows, createOrganization, type TestOrganization }
 import { signedInUser } from '../support/users.js';
 
 /**
- * API keys that authenticate (issue 8, API_KEY_AUTH=enabled) under
+ * API keys that authenticate (API_KEY_AUTH=enabled) under
  * concurrency, at the database: one key used by many requests at once, and a
  * revoke racing with the key's requests. Runs on PGlite (`npm test`) and on
  * PostgreSQL with a pool of connections (`npm run test:integration`).

@@ -8,6 +8,7 @@ import { ALL_PERMISSIONS } from '../support/orgs.js';
 
 /** The migration history (migrations/*), up, all the way down, and up again, on both engines. */
 
+// Oracle: the migration history and its tables, copied by hand on purpose; the database must agree with them.
 const FIRST_THREE = ['0001_auth_tables', '0002_rbac', '0003_audit_logs'];
 const TABLES_OF_FIRST_THREE = [
   'accounts',

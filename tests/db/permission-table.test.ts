@@ -10,7 +10,7 @@ import {
 import { openTestDatabase, type TestDatabase } from '../support/database.js';
 
 /**
- * Issue 16 item 1: src/auth/permissions.ts is the one source of the
+ * src/permissions.ts is the one source of the
  * permission table and the platform roles; the frozen migrations that seed
  * and check them are the only other place. This fails when the two disagree
  * (a permission added to the table without its migration, or the reverse).

@@ -10,11 +10,11 @@ import { launchChromium } from './support/chromium.js';
 import { SCREENSHOT_DIR, startStaticServer, swaggerUiDist } from './support/servers.js';
 
 /**
- * Issue 7 item 2: Debian's chromium (playwright-core) runs a plain SPA served
+ * Debian's chromium (playwright-core) runs a plain SPA served
  * on the trusted APP_URL (http://localhost:3000) against the Node API on
  * another port of localhost, over `fetch(..., { credentials: 'include' })`.
  *
- * What each breakage trips (the issue's "fails if"):
+ * What each breakage trips:
  *
  * - CORS credentials (no `Access-Control-Allow-Credentials: true`): the
  *   browser rejects every credentialed fetch of the SPA (TypeError), so the

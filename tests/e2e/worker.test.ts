@@ -12,7 +12,7 @@ import { firstLink, startMailCapture } from './support/servers.js';
 import { freePort, randomSecret, startWranglerDev, type WranglerDev } from './support/wrangler.js';
 
 /**
- * Issue 7 item 3: the deployment artifact itself. src/worker.ts runs in
+ * The deployment artifact itself. src/worker.ts runs in
  * workerd (`wrangler dev --local`, the project's wrangler.toml) with
  * production settings, against the integration PostgreSQL server (as the
  * runtime role, on a freshly migrated database), the Upstash-protocol test
@@ -20,7 +20,7 @@ import { freePort, randomSecret, startWranglerDev, type WranglerDev } from './su
  * Runs from `.ci/e2e.sh` after `services_start`; needs TEST_PG_URL,
  * TEST_PG_APP_URL, TEST_POOLER_URL, TEST_POOLER_APP_URL and TEST_REDIS_URL.
  *
- * Issue 15: PostgreSQL through PgBouncer, the local stand-in for Hyperdrive,
+ * PostgreSQL through PgBouncer, the local stand-in for Hyperdrive,
  * reached through the Worker's Hyperdrive binding
  * (CLOUDFLARE_HYPERDRIVE_LOCAL_CONNECTION_STRING_HYPERDRIVE); DATABASE_URL
  * points nowhere, so a Worker that ignored the binding would fail every

@@ -1,5 +1,5 @@
 /**
- * An exhausted pool (issue "Faults"): the service runs with
+ * An exhausted pool: the service runs with
  * DATABASE_POOL_MAX=1 while another client holds a lock the service needs.
  * The request that waits on the lock gives up after the lock timeout, the
  * requests queued for the one connection after the acquire timeout

@@ -1,5 +1,5 @@
 /**
- * PostgreSQL goes away during traffic (issue "Faults"): every request gets
+ * PostgreSQL goes away during traffic: every request gets
  * 503 SERVICE_UNAVAILABLE in the contract's shape (never a 500, never a
  * 401 because the session could not be read), in bounded time; the process
  * stays up; when PostgreSQL is back it serves again without a restart; and

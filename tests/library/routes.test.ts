@@ -1,6 +1,6 @@
 /**
- * The auth library's routes as a second door (issue 14 items 1-5, 8, and the
- * key revocation of item 9): deny by default, one session and one
+ * The auth library's routes as a second door (and revoked keys and sessions
+ * through them): deny by default, one session and one
  * organization with the service, permission-checked reads, truthful replies,
  * no token in JSON, bounded input. Every attack is replayed exactly as found,
  * and the victim's state is re-read through a fresh legitimate session.
@@ -78,7 +78,7 @@ describe('library routes', () => {
         }
       }
       expect(problems).toEqual([]);
-      // The ones named in the issue and the spec are among them.
+      // Among them, the ones that would bypass the service: account deletion, member role changes, tokens, session edits.
       expect(refused).toEqual(
         expect.arrayContaining([
           'POST /delete-user',

@@ -170,7 +170,7 @@ describe('body limit (spec §8, API.md 413)', () => {
       expect(echoCalls).toEqual([]);
     });
 
-    describe('a 413 on a keep-alive connection (issue 14 item 9)', () => {
+    describe('a 413 on a keep-alive connection', () => {
       /** One request on `agent`; resolves with the answer, or with the error the client saw. */
       function send(
         agent: Agent,

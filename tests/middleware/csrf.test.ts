@@ -1,6 +1,6 @@
 /**
- * Issue 14 item 7: a cookie-bearing state change (any method but GET, HEAD,
- * OPTIONS) whose Origin, or without one whose Sec-Fetch-Site, is not the
+ * A cookie-bearing state change (any method but GET, HEAD, OPTIONS) whose
+ * Origin, or without one whose Sec-Fetch-Site, is not the
  * app's is refused with 403 FORBIDDEN, on the service's routes and the
  * library's alike, before anything runs. Trusted: APP_URL's and AUTH_URL's
  * origins. Requests without cookies are not this check's business.
@@ -81,7 +81,7 @@ describe('csrf middleware (the decision, on a bare app)', () => {
   });
 });
 
-describe('CSRF through the app (issue 14 item 7)', () => {
+describe('CSRF through the app', () => {
   let t: TestApp;
   let user: SignedInUser;
 

@@ -130,6 +130,7 @@ async function get(t: TestApp, path: string, jar?: CookieJar) {
   return { status: res.status, body: (await res.json()) as Record<string, unknown> };
 }
 
+// Oracle: the guard's answers (status, code, message) copied from the contract on purpose; the service must agree with them.
 const UNAUTHORIZED = { status: 401, body: { code: 'UNAUTHORIZED', message: expect.any(String) } };
 const FORBIDDEN = { status: 403, body: { code: 'FORBIDDEN', message: expect.any(String) } };
 const NO_ACTIVE_ORGANIZATION = {

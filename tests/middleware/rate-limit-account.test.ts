@@ -1,5 +1,5 @@
 /**
- * Issue 14 item 6, "Rate limits that cannot be bought": the auth tier counts
+ * Rate limits that cannot be bought: the auth tier counts
  * the client address whatever cookie comes along (and the user too when the
  * request acts for one), the password oracle and second-factor routes are in
  * it, and wrong passwords for one email are counted across every address.

@@ -1,5 +1,5 @@
 /**
- * TRUSTED_PROXY_HOPS (issue 14 item 6): which address the limiter keys on.
+ * TRUSTED_PROXY_HOPS: which address the limiter keys on.
  * The app's default reads X-Forwarded-For behind the configured hops; the
  * Node entry (nodeClientIp) falls back to the socket, and with 0 hops uses
  * nothing else.

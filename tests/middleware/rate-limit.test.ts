@@ -19,10 +19,9 @@ import { createMemoryStore, createUpstashStore, type RateLimitStore } from '../.
 import type { AppEnv } from '../../src/types.js';
 import { createTestApp, createTestClock, TEST_SECRET, type TestApp } from '../support/app.js';
 import { call } from '../support/http.js';
-import { expectRateLimited, nextIp } from '../support/rate-limit.js';
+import { expectRateLimited, nextIp, RATE_LIMIT_HEADERS } from '../support/rate-limit.js';
 import { signedInUser } from '../support/users.js';
 
-const RATE_LIMIT_HEADERS = ['X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset', 'Retry-After'] as const;
 const SIGN_IN = '/api/auth/sign-in/email';
 const PURGE = '/api/users/me/purge';
 

@@ -8,6 +8,7 @@ const DEFAULT_CDN = 'https://cdn.jsdelivr.net';
 const DEFAULT_AVATARS = 'https://lh3.googleusercontent.com https://avatars.githubusercontent.com';
 
 /** Spec §8 "Security headers (all responses)", with the placeholders filled. */
+// Oracle: copied from the contract on purpose; the service must agree with it.
 function expectedHeaders(cdnHost: string, avatarHost: string): Record<string, string> {
   return {
     'content-security-policy':

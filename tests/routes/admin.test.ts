@@ -372,7 +372,7 @@ describe('platform admin routes', () => {
   });
 });
 
-describe('the last superadmin (issue 14 item 9)', () => {
+describe('the last superadmin', () => {
   let t: TestApp;
   beforeAll(async () => {
     t = await createTestApp();

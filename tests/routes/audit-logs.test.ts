@@ -27,6 +27,7 @@ interface Page {
   nextCursor: string | null;
 }
 
+// Oracle: copied from the contract on purpose; the service must agree with it.
 const ENTRY_FIELDS = ['action', 'actorId', 'createdAt', 'id', 'metadata', 'organizationId'];
 const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 const b64 = (value: unknown) =>

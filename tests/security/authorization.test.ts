@@ -1,5 +1,5 @@
 /**
- * Authorization matrix (issue "Prove it under attack", item 2), over HTTP.
+ * Authorization matrix, over HTTP.
  * The protected routes come from the OpenAPI document (their declared
  * access: session, platform roles, permissions); each needs a request
  * builder below, so a new route fails this suite until it is covered.
@@ -92,7 +92,7 @@ const BUILDERS: Record<string, (a: Fixture, caller: { id: string; email: string 
   'POST /api/users/me/purge': (_a, caller) => ({ path: '/api/users/me/purge', body: { confirmEmail: caller.email } }),
 };
 
-/** The organization plugin's routes our gate guards (src/auth/organization-gate.ts), with a valid body naming `a`'s ids. */
+/** The organization plugin's routes our gate guards (src/library/organization-gate.ts), with a valid body naming `a`'s ids. */
 const LIBRARY_BUILDERS: Record<string, (a: Fixture) => Built> = {
   '/api/auth/organization/invite-member': (a) => ({
     path: '/api/auth/organization/invite-member',

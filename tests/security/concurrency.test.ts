@@ -1,11 +1,11 @@
 /**
- * Exactly one winner where one is due (issue "Prove it under attack", item 4).
+ * Exactly one winner where one is due.
  * The races already proven elsewhere are not repeated here:
- *   tests/db/api-keys.test.ts     twenty concurrent revokes of one key: one audit entry
- *   tests/db/races.test.ts        Owners demoting each other; concurrent creations of one
- *                                 role name (one 201, the rest 409); concurrent sign-ups with
- *                                 one email (one user); a role deleted while a member moves in
- *   tests/middleware/rate-limit*  a parallel burst lets exactly the limit through
+ *   tests/db/queries/api-keys.test.ts  twenty concurrent revokes of one key: one audit entry
+ *   tests/db/races.test.ts             Owners demoting each other; concurrent creations of one
+ *                                      role name (one 201, the rest 409); concurrent sign-ups with
+ *                                      one email (one user); a role deleted while a member moves in
+ *   tests/middleware/rate-limit*       a parallel burst lets exactly the limit through
  * This file adds the other "one winner" cases: ownership transfers, deletes of
  * one role, acceptances of one invitation, two Owners leaving or removing each
  * other at once. On PGlite (npm test) requests queue for its one connection;

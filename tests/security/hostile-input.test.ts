@@ -1,5 +1,5 @@
 /**
- * Hostile input (issue "Prove it under attack", item 1), over HTTP, on every
+ * Hostile input, over HTTP, on every
  * route that takes input: the service's routes walked from the OpenAPI
  * document (checked against `app.routes`), the auth library's routes walked
  * from its endpoint table. Each case answers a 4xx in the contract's shape

@@ -1,5 +1,5 @@
 /**
- * Issue 14 item 9: requests the app never sees (refused by Node's HTTP
+ * Requests the app never sees (refused by Node's HTTP
  * parser, or by the Node adapter before it calls the app) answer in the
  * contract's shape (API.md "Errors") with the spec's security headers (§8,
  * "all responses") and an `X-Request-Id`, over a real listener with the Node
@@ -15,7 +15,7 @@ import { createTestApp, type TestApp } from '../support/app.js';
 import { UUID_V4 } from '../support/http.js';
 import { parseResponses, type RawResponse, rawExchange } from '../support/raw-http.js';
 
-describe("the listener's own answers (issue 14 item 9)", () => {
+describe("the listener's own answers", () => {
   let t: TestApp;
   let server: ServerType;
   let port: number;

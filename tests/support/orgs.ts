@@ -243,6 +243,7 @@ export function storedMemberRoles(
   });
 }
 
+// Oracle: the permission strings, copied from the contract on purpose; the service must agree with them.
 export const ALL_PERMISSIONS = [
   'api_keys:read',
   'api_keys:write',

@@ -1,5 +1,14 @@
 import { expect } from 'vitest';
 
+/** API.md "Rate limiting": the headers of a limited tier. */
+// Oracle: copied from the contract on purpose; the service must agree with it.
+export const RATE_LIMIT_HEADERS = [
+  'X-RateLimit-Limit',
+  'X-RateLimit-Remaining',
+  'X-RateLimit-Reset',
+  'Retry-After',
+] as const;
+
 let addresses = 0;
 
 /**
