@@ -68,7 +68,7 @@ describe('parseConfig', () => {
       }
       const justUnder = 'A'.repeat(31);
       expect(refusal({ NODE_ENV: 'development', AUTH_SECRET: justUnder }).message).not.toContain(justUnder);
-      expect(parseConfig({ ...PRODUCTION, AUTH_SECRET: 'Zx8'.repeat(10) + 'Qw' }).config.auth.secret).toHaveLength(32);
+      expect(parseConfig({ ...PRODUCTION, AUTH_SECRET: `${'Zx8'.repeat(10)}Qw` }).config.auth.secret).toHaveLength(32);
     });
 
     it.each([
@@ -396,7 +396,7 @@ function startEntry(env: Record<string, string>): Entry {
     child.once('exit', (code, signal) => resolve({ code, signal })),
   );
   const lines = () =>
-    (out + '\n' + err)
+    `${out}\n${err}`
       .split('\n')
       .filter((line) => line.startsWith('{'))
       .flatMap((line) => {

@@ -50,7 +50,7 @@ describe('createCookieCacheVerifier', () => {
   it('refuses an expired cache, and a session token that does not match the cache', () => {
     const cookie = user.jar.header();
     expect(verify(cookie, () => Date.now() + 6 * 60 * 1000)).toBeNull();
-    const otherToken = `gatehouse.session_token=${encodeURIComponent('x'.repeat(32) + '.' + 'A'.repeat(43) + '=')}`;
+    const otherToken = `gatehouse.session_token=${encodeURIComponent(`${'x'.repeat(32)}.${'A'.repeat(43)}=`)}`;
     expect(verify(`${otherToken}; ${dataCookie()}`)).toBeNull();
   });
 

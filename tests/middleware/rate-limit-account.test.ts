@@ -281,10 +281,22 @@ describe('the account counter on a controlled clock and store', () => {
     const inner = createMemoryStore();
     const store: RateLimitStore = {
       kind: 'memory',
-      limit: (tier, id) => (identifiers.push(`${tier.name}|${id}`), inner.limit(tier, id)),
-      blockedUntil: (tier, id) => (identifiers.push(`${tier.name}|${id}`), inner.blockedUntil(tier, id)),
-      block: (tier, id, until) => (identifiers.push(`${tier.name}|${id}`), inner.block(tier, id, until)),
-      refund: (tier, id, reset) => (identifiers.push(`${tier.name}|${id}`), inner.refund(tier, id, reset)),
+      limit: (tier, id) => {
+        identifiers.push(`${tier.name}|${id}`);
+        return inner.limit(tier, id);
+      },
+      blockedUntil: (tier, id) => {
+        identifiers.push(`${tier.name}|${id}`);
+        return inner.blockedUntil(tier, id);
+      },
+      block: (tier, id, until) => {
+        identifiers.push(`${tier.name}|${id}`);
+        return inner.block(tier, id, until);
+      },
+      refund: (tier, id, reset) => {
+        identifiers.push(`${tier.name}|${id}`);
+        return inner.refund(tier, id, reset);
+      },
     };
     const t = await createTestApp({ database: open.database, store, env: { RATE_LIMIT_ENABLED: 'true' } });
     try {

@@ -507,10 +507,22 @@ describe('the middleware on its own', () => {
     const inner = createMemoryStore();
     const store: RateLimitStore = {
       kind: 'memory',
-      limit: (tier, id) => (calls.push(`limit:${tier.name}`), inner.limit(tier, id)),
-      blockedUntil: (tier, id) => (calls.push(`blockedUntil:${tier.name}`), inner.blockedUntil(tier, id)),
-      block: (tier, id, until) => (calls.push(`block:${tier.name}`), inner.block(tier, id, until)),
-      refund: (tier, id, reset) => (calls.push(`refund:${tier.name}`), inner.refund(tier, id, reset)),
+      limit: (tier, id) => {
+        calls.push(`limit:${tier.name}`);
+        return inner.limit(tier, id);
+      },
+      blockedUntil: (tier, id) => {
+        calls.push(`blockedUntil:${tier.name}`);
+        return inner.blockedUntil(tier, id);
+      },
+      block: (tier, id, until) => {
+        calls.push(`block:${tier.name}`);
+        return inner.block(tier, id, until);
+      },
+      refund: (tier, id, reset) => {
+        calls.push(`refund:${tier.name}`);
+        return inner.refund(tier, id, reset);
+      },
     };
     const app = new Hono<AppEnv>();
     app.use('*', rateLimit({ config: config.rateLimit, store }));

@@ -17,7 +17,7 @@ import { profileWhile } from './bench-worker-profile.js';
 
 const w = (u: string, n: string) => {
   const p = new URL(u);
-  p.pathname = '/' + n;
+  p.pathname = `/${n}`;
   return p.toString();
 };
 const env = (name: string): string => {

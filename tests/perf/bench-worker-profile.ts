@@ -45,7 +45,10 @@ export async function profileWhile(
   const target = targets.find((t) => !/devtools|internal/i.test(t.title ?? '')) ?? targets[0];
   if (!target) throw new Error('no inspector target');
   const ws = new WebSocket(target.webSocketDebuggerUrl);
-  await new Promise((ok, fail) => (ws.once('open', ok), ws.once('error', fail)));
+  await new Promise((ok, fail) => {
+    ws.once('open', ok);
+    ws.once('error', fail);
+  });
   let id = 0;
   const pending = new Map<number, (result: any) => void>();
   ws.on('message', (data: unknown) => {
@@ -107,7 +110,8 @@ export async function profileWhile(
     };
     const byModuleUs = new Map<string, number>();
     const self = new Map<number, number>();
-    profile.samples.forEach((node, i) => self.set(node, (self.get(node) ?? 0) + (profile.timeDeltas[i] ?? 0)));
+    for (const [i, node] of profile.samples.entries())
+      self.set(node, (self.get(node) ?? 0) + (profile.timeDeltas[i] ?? 0));
     const byFn = new Map<string, number>();
     let total = 0;
     let idle = 0;

@@ -305,10 +305,13 @@ export async function runWorkerBench(
         method: 'POST',
         path: '/api/roles',
         headers: { cookie: a.cookie, origin: ORIGIN, 'content-type': 'application/json' },
-        setupRequest: (req) => ({
-          ...req,
-          body: JSON.stringify({ name: `bench role ${process.pid} ${(counter += 1)}`, permissions: ['roles:read'] }),
-        }),
+        setupRequest: (req) => {
+          counter += 1;
+          return {
+            ...req,
+            body: JSON.stringify({ name: `bench role ${process.pid} ${counter}`, permissions: ['roles:read'] }),
+          };
+        },
         onResponse: (status, body, context) => {
           if (status === 201) (context as Record<string, unknown>).roleId = (JSON.parse(body) as { id: string }).id;
         },

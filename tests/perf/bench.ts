@@ -24,7 +24,7 @@ import { createMemoryStore } from '../../src/rate-limit-store.js';
 import { liveClient, type Mail, PASSWORD } from '../support/live-client.js';
 import { eachLine, freePort } from '../support/process.js';
 import { runWorkerBench } from './bench-worker.js';
-import { type BenchTenant, seedBenchTenant } from './seed.js';
+import { seedBenchTenant } from './seed.js';
 
 const args = new Map<string, string>();
 for (let i = 2; i < process.argv.length; i += 2)
@@ -49,14 +49,17 @@ interface Child {
   stop(): Promise<void>;
 }
 
-let compiled: string | undefined;
+let built = false;
 
 async function start(command: string[], env: Record<string, string>, port: number): Promise<Child> {
   const began = performance.now();
   const profile = PROFILE && command[0] === 'src/server.ts' ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE}`] : [];
   // The service runs as `npm start` runs it: compiled (built once per bench run, as start.mjs would).
   if (command[0] === 'src/server.ts') {
-    compiled ??= execFileSync(process.execPath, ['scripts/build.mjs'], { encoding: 'utf8' });
+    if (!built) {
+      execFileSync(process.execPath, ['scripts/build.mjs'], { encoding: 'utf8' });
+      built = true;
+    }
     command = ['dist/node/server.js', ...command.slice(1)];
   }
   const runner = command[0]!.endsWith('.ts') ? ['--import', 'tsx'] : [];
@@ -99,8 +102,6 @@ async function start(command: string[], env: Record<string, string>, port: numbe
       }),
   };
 }
-
-type Seeded = BenchTenant;
 
 /** The mails among the service's log lines (its development mailer). */
 function mailsIn(lines: Record<string, unknown>[]): Mail[] {
@@ -154,7 +155,9 @@ async function countSql(): Promise<Record<string, number>> {
   let statements = 0;
   const database = await openDatabase({
     url: 'pglite://memory',
-    log: (event) => void (event.level === 'query' && (statements += 1)),
+    log: (event) => {
+      if (event.level === 'query') statements += 1;
+    },
   });
   await migrateToLatest(database);
   const { config } = parseConfig({
@@ -339,10 +342,13 @@ async function main() {
           method: 'POST',
           path: '/api/roles',
           headers: { cookie: seeded.cookie, 'content-type': 'application/json' },
-          setupRequest: (req) => ({
-            ...req,
-            body: JSON.stringify({ name: `bench role ${process.pid} ${(counter += 1)}`, permissions: ['roles:read'] }),
-          }),
+          setupRequest: (req) => {
+            counter += 1;
+            return {
+              ...req,
+              body: JSON.stringify({ name: `bench role ${process.pid} ${counter}`, permissions: ['roles:read'] }),
+            };
+          },
           onResponse: (status, body, context) => {
             if (status === 201) (context as Record<string, unknown>).roleId = (JSON.parse(body) as { id: string }).id;
           },

@@ -27,7 +27,7 @@
  * Options: --seconds 120 --tenants 12 --members 2 --concurrency 16
  *          --warmup 0.3 (fraction of the run before memory is judged) --max-growth 10
  */
-import { type ChildProcess, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import postgres from 'postgres';
@@ -320,7 +320,8 @@ async function main(): Promise<void> {
     const record = (operation: string, tenant: Tenant, answer: Answer, expected: number[]) => {
       stats.requests += 1;
       stats.latencies.push(answer.ms);
-      const entry = (stats.byOperation[operation] ??= { count: 0, errors: 0 });
+      stats.byOperation[operation] ??= { count: 0, errors: 0 };
+      const entry = stats.byOperation[operation];
       entry.count += 1;
       if (!expected.includes(answer.status)) {
         entry.errors += 1;
@@ -472,7 +473,8 @@ async function main(): Promise<void> {
         } catch (error) {
           stats.requests += 1;
           if (stats.errors.length < 20) stats.errors.push({ operation: 'transport', status: 0, text: String(error) });
-          (stats.byOperation.transport ??= { count: 0, errors: 0 }).errors += 1;
+          stats.byOperation.transport ??= { count: 0, errors: 0 };
+          stats.byOperation.transport.errors += 1;
         }
       }
     };

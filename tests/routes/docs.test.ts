@@ -61,7 +61,7 @@ function operationsOf(doc: Json): Operation[] {
 
 /** Every `$ref` in the document, to check each one resolves. */
 function refsIn(value: unknown, found: string[] = []): string[] {
-  if (Array.isArray(value)) value.forEach((item) => refsIn(item, found));
+  if (Array.isArray(value)) for (const item of value) refsIn(item, found);
   else if (value && typeof value === 'object') {
     for (const [key, inner] of Object.entries(value)) {
       if (key === '$ref' && typeof inner === 'string') found.push(inner);

@@ -30,7 +30,7 @@ import {
   type TestOrganization,
 } from '../support/orgs.js';
 import { PASSWORD, type SignedInUser, signedInUser, uniqueEmail } from '../support/users.js';
-import { concrete, type Operation, type Walk, walkRoutes } from './routes.js';
+import { concrete, type Walk, walkRoutes } from './routes.js';
 import { contractProblems, fingerprint, writesBetween } from './support.js';
 
 interface Fixture {

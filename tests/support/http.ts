@@ -52,7 +52,7 @@ export async function call(t: Pick<TestApp, 'app'>, path: string, options: Reque
   const { method = options.body === undefined ? 'GET' : 'POST', body, jar, ip } = options;
   const headers: Record<string, string> = { origin: APP_ORIGIN, ...options.headers };
   if (body !== undefined) headers['content-type'] ??= 'application/json';
-  if (jar && jar.header()) headers.cookie = jar.header();
+  if (jar?.header()) headers.cookie = jar.header();
   if (ip) headers['x-forwarded-for'] = ip;
   const response = await t.app.request(path, {
     method,

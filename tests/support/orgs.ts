@@ -1,5 +1,4 @@
 import { type Kysely, sql } from 'kysely';
-import { expect } from 'vitest';
 import type { TestApp } from './app.js';
 import { call, expectStatus, linkIn, mailsTo } from './http.js';
 import { type SignedInUser, signedInUser } from './users.js';

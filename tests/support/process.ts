@@ -25,8 +25,7 @@ export function eachLine(child: ChildProcess, onLine: (line: string) => void): v
     let buffer = '';
     stream?.on('data', (chunk: Buffer) => {
       buffer += chunk.toString();
-      let index;
-      while ((index = buffer.indexOf('\n')) >= 0) {
+      for (let index = buffer.indexOf('\n'); index >= 0; index = buffer.indexOf('\n')) {
         const line = buffer.slice(0, index);
         buffer = buffer.slice(index + 1);
         onLine(line);
