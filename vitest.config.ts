@@ -2,6 +2,22 @@ import { availableParallelism } from 'node:os';
 import { defineConfig } from 'vitest/config';
 
 /**
+ * Every password hash and check is a scrypt derivation with a ~32 MiB work
+ * buffer (src/auth/password.ts). glibc serves an allocation that large from
+ * a fresh mmap and unmaps it on free, so each derivation faults its 32 MiB in
+ * again: about 60% of its CPU, in the hundreds of sign-ins the suites make.
+ * With the threshold above the buffer it stays in the heap between
+ * derivations (same parameters, same code). The test workers inherit this
+ * environment and glibc reads it as they start; elsewhere it is ignored. (This
+ * file is evaluated more than once: the value is added once.)
+ */
+if (!process.env.GLIBC_TUNABLES?.includes('glibc.malloc.mmap_threshold')) {
+  process.env.GLIBC_TUNABLES = [process.env.GLIBC_TUNABLES, 'glibc.malloc.mmap_threshold=67108864']
+    .filter(Boolean)
+    .join(':');
+}
+
+/**
  * The test suites, one project each (README "Tests and CI"):
  *
  * - `unit` (`npm test`): everything that needs nothing but Node: the embedded
