@@ -59,9 +59,10 @@ export default defineConfig({
           exclude: ['tests/integration/**', 'tests/e2e/**', 'tests/faults/**', 'node_modules/**'],
           // One process per worker for all its files, not one per file: each new
           // process loaded the whole service (better-auth, zod, hono, PGlite) again,
-          // about a third of the suite's CPU. The files share no state but the
-          // module cache: nothing here mocks modules, stubs globals or writes
-          // process.env, and every file closes the databases and servers it opens.
+          // about a quarter of the suite's CPU. The files share the module cache and
+          // nothing else: no test file mocks modules, stubs globals or writes
+          // process.env, every file closes the databases and servers it opens, and
+          // the helpers' counters (tests/support) only ever hand out fresh values.
           isolate: false,
           testTimeout: 30_000,
           hookTimeout: 60_000,
