@@ -25,6 +25,7 @@ import { REPO_ROOT, startMailCapture } from '../e2e/support/servers.js';
 import { randomSecret, startWranglerDev, type WranglerDev } from '../e2e/support/wrangler.js';
 import { liveClient } from '../support/live-client.js';
 import { freePort } from '../support/process.js';
+import { withDatabaseName } from '../support/servers.js';
 import { type BenchTenant, seedBenchTenant } from './seed.js';
 
 const ORIGIN = 'http://localhost:3000';
@@ -46,12 +47,6 @@ export interface WorkerBenchOptions {
   duration: number;
   connections: number;
   warmup: number;
-}
-
-function withDatabaseName(url: string, name: string): string {
-  const parsed = new URL(url);
-  parsed.pathname = `/${name}`;
-  return parsed.toString();
 }
 
 type Tenant = BenchTenant;
