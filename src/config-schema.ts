@@ -95,6 +95,26 @@ export const ConfigSchema = z.object({
   ACCOUNT_DELETION_GRACE_DAYS: int(30, 0, 3650),
   API_KEY_AUTH: z.enum(['enabled', 'disabled']).optional().default('disabled'),
 
+  /** The issuer authenticator apps show beside a TOTP entry. */
+  TOTP_ISSUER: z.string().trim().min(1).max(64).optional().default('Gatehouse'),
+  /** WebAuthn relying party id: a registrable domain suffix of APP_URL's host (default: that host). */
+  PASSKEY_RP_ID: z.hostname({ message: 'must be a host name' }).optional(),
+  PASSKEY_RP_NAME: z.string().trim().min(1).max(64).optional().default('Gatehouse'),
+
+  /** Seconds between delivery attempts of one webhook delivery, comma-separated (one retry per entry). */
+  WEBHOOK_RETRY_SCHEDULE: z
+    .string()
+    .regex(/^\s*\d+\s*(,\s*\d+\s*)*$/, { message: 'must be whole seconds, comma-separated' })
+    .transform((value) => value.split(',').map((entry) => Number(entry.trim())))
+    .pipe(z.array(z.number().int().min(1).max(604_800, { message: 'each delay must be at most 7 days' })).max(20))
+    .optional()
+    .transform((value) => value ?? [5, 300, 1800, 7200, 18000, 36000, 36000]),
+  /** Lets webhook URLs point at loopback and private networks (default: only in development). */
+  WEBHOOK_ALLOW_PRIVATE_URLS: z
+    .enum(['true', 'false', '1', '0', 'yes', 'no'], { message: 'must be true or false' })
+    .transform((value) => value === 'true' || value === '1' || value === 'yes')
+    .optional(),
+
   GOOGLE_CLIENT_ID: z.string().optional(),
   GOOGLE_CLIENT_SECRET: z.string().optional(),
   GITHUB_CLIENT_ID: z.string().optional(),

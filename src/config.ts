@@ -45,6 +45,18 @@ export interface Config {
     github: { clientId: string; clientSecret: string } | null;
   };
   csp: { cdnHost: string; avatarHost: string };
+  mfa: {
+    totpIssuer: string;
+    /** WebAuthn relying party: id (a host), display name, and the one origin ceremonies must come from. */
+    passkey: { rpId: string; rpName: string; origin: string };
+  };
+  webhooks: {
+    /** Seconds to wait before each retry; after the last, the delivery is failed. */
+    retrySchedule: number[];
+    allowPrivateUrls: boolean;
+    /** `https://` only in production. */
+    httpsOnly: boolean;
+  };
 }
 
 export interface ConfigWarning {
@@ -151,6 +163,12 @@ export function parseConfig(
     }
   }
 
+  const appHost = new URL(raw.APP_URL).hostname;
+  const rpId = (raw.PASSKEY_RP_ID ?? appHost).toLowerCase();
+  // WebAuthn: the RP id must be the origin's host or a registrable suffix of it.
+  if (appHost !== rpId && !appHost.endsWith(`.${rpId}`))
+    problems.push(`PASSKEY_RP_ID: must be APP_URL's host or a parent domain of it`);
+
   if (problems.length > 0) throw new ConfigError(problems);
 
   if (!raw.RATE_LIMIT_ENABLED && production) {
@@ -237,6 +255,15 @@ export function parseConfig(
       github: provider(raw.GITHUB_CLIENT_ID, raw.GITHUB_CLIENT_SECRET),
     },
     csp: { cdnHost: raw.CSP_CDN_HOST, avatarHost: raw.CSP_AVATAR_HOST },
+    mfa: {
+      totpIssuer: raw.TOTP_ISSUER,
+      passkey: { rpId, rpName: raw.PASSKEY_RP_NAME, origin: raw.APP_URL },
+    },
+    webhooks: {
+      retrySchedule: raw.WEBHOOK_RETRY_SCHEDULE,
+      allowPrivateUrls: raw.WEBHOOK_ALLOW_PRIVATE_URLS ?? development,
+      httpsOnly: production,
+    },
   };
   return { config, warnings };
 }

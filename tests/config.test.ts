@@ -285,6 +285,60 @@ describe('parseConfig', () => {
     });
   });
 
+  describe('multi-factor and webhooks (API.md)', () => {
+    it('defaults: issuer and relying party name Gatehouse, RP id the host of APP_URL, the documented retry schedule', () => {
+      const { config } = parseConfig({ NODE_ENV: 'development', APP_URL: 'https://app.example.com/' });
+      expect(config.mfa).toEqual({
+        totpIssuer: 'Gatehouse',
+        passkey: { rpId: 'app.example.com', rpName: 'Gatehouse', origin: 'https://app.example.com' },
+      });
+      expect(config.webhooks).toEqual({
+        retrySchedule: [5, 300, 1800, 7200, 18000, 36000, 36000],
+        allowPrivateUrls: true,
+        httpsOnly: false,
+      });
+    });
+
+    it('production: https only, private addresses refused unless WEBHOOK_ALLOW_PRIVATE_URLS=true', () => {
+      expect(parseConfig(PRODUCTION).config.webhooks).toMatchObject({ allowPrivateUrls: false, httpsOnly: true });
+      expect(parseConfig({ ...PRODUCTION, WEBHOOK_ALLOW_PRIVATE_URLS: 'true' }).config.webhooks.allowPrivateUrls).toBe(
+        true,
+      );
+      expect(parseConfig({ NODE_ENV: 'test', AUTH_SECRET: GOOD_SECRET }).config.webhooks.allowPrivateUrls).toBe(false);
+    });
+
+    it('takes explicit values', () => {
+      const { config } = parseConfig({
+        NODE_ENV: 'development',
+        APP_URL: 'https://app.example.com',
+        TOTP_ISSUER: 'Acme',
+        PASSKEY_RP_ID: 'example.com',
+        PASSKEY_RP_NAME: 'Acme Cloud',
+        WEBHOOK_RETRY_SCHEDULE: '1, 2,3',
+      });
+      expect(config.mfa).toEqual({
+        totpIssuer: 'Acme',
+        passkey: { rpId: 'example.com', rpName: 'Acme Cloud', origin: 'https://app.example.com' },
+      });
+      expect(config.webhooks.retrySchedule).toEqual([1, 2, 3]);
+    });
+
+    it("refuses an RP id that is not APP_URL's host or a parent of it, and a malformed schedule", () => {
+      expect(
+        refusal({ NODE_ENV: 'development', APP_URL: 'https://app.example.com', PASSKEY_RP_ID: 'evil.com' }).problems,
+      ).toEqual([expect.stringContaining('PASSKEY_RP_ID')]);
+      expect(
+        refusal({ NODE_ENV: 'development', APP_URL: 'https://app.example.com', PASSKEY_RP_ID: 'ample.com' }).problems,
+      ).toEqual([expect.stringContaining('PASSKEY_RP_ID')]);
+      expect(refusal({ NODE_ENV: 'development', WEBHOOK_RETRY_SCHEDULE: '5,x' }).problems).toEqual([
+        expect.stringContaining('WEBHOOK_RETRY_SCHEDULE'),
+      ]);
+      expect(refusal({ NODE_ENV: 'development', WEBHOOK_RETRY_SCHEDULE: '0' }).problems).toEqual([
+        expect.stringContaining('WEBHOOK_RETRY_SCHEDULE'),
+      ]);
+    });
+  });
+
   describe('defaults (spec §5, API.md "Configuration names")', () => {
     it('outside production', () => {
       const { config } = parseConfig({ NODE_ENV: 'development' });

@@ -15,6 +15,11 @@ export const AUDIT_ACTIONS = [
   'account.deletion_scheduled',
   'account.reactivated',
   'account.purged',
+  'user.two_factor_enabled',
+  'user.two_factor_disabled',
+  'user.passkey_added',
+  'user.passkey_removed',
+  'organization.security_updated',
 ] as const;
 
 export type AuditAction = (typeof AUDIT_ACTIONS)[number];
