@@ -5,6 +5,7 @@ import * as auditLogs from './0003_audit_logs.js';
 import * as apiKeys from './0004_api_keys.js';
 import * as sessionStateNotify from './0005_session_state_notify.js';
 import * as tenantRoles from './0006_tenant_roles.js';
+import * as multiFactor from './0007_multi_factor.js';
 
 /**
  * Every migration, in order. Listed statically (not read from the file system)
@@ -18,4 +19,5 @@ export const migrations: Record<string, Migration> = {
   '0004_api_keys': apiKeys,
   '0005_session_state_notify': sessionStateNotify,
   '0006_tenant_roles': tenantRoles,
+  '0007_multi_factor': multiFactor,
 };

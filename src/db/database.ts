@@ -17,6 +17,7 @@ export interface UsersTable {
   image: string | null;
   role: Generated<PlatformRole>;
   deleted_at: NullableTimestamp;
+  two_factor_enabled: Generated<boolean>;
   created_at: Timestamp;
   updated_at: Timestamp;
 }
@@ -29,6 +30,8 @@ export interface SessionsTable {
   ip_address: string | null;
   user_agent: string | null;
   active_organization_id: string | null;
+  /** Created by a passkey, or completed a second factor (migrations/0007). */
+  mfa: Generated<boolean>;
   created_at: Timestamp;
   updated_at: Timestamp;
 }
@@ -64,6 +67,7 @@ export interface OrganizationsTable {
   slug: string;
   logo: string | null;
   metadata: string | null;
+  require_mfa: Generated<boolean>;
   created_at: Timestamp;
 }
 
@@ -138,6 +142,39 @@ export interface ApiKeysTable {
   last_used_at: NullableTimestamp;
 }
 
+/** better-auth's twoFactor plugin; `secret` is encrypted with AUTH_SECRET, `backup_codes` holds keyed hashes. */
+export interface TwoFactorsTable {
+  id: Generated<string>;
+  user_id: string;
+  secret: string;
+  backup_codes: string;
+  verified: Generated<boolean>;
+  failed_verification_count: Generated<number>;
+  locked_until: NullableTimestamp;
+  /** The RFC 6238 time step of the last code accepted; a code of that step or an earlier one is a replay. */
+  last_totp_step: ColumnType<
+    string | null,
+    string | number | bigint | null | undefined,
+    string | number | bigint | null
+  >;
+  created_at: Timestamp;
+}
+
+/** @better-auth/passkey's table: public-key credentials, never a private part. */
+export interface PasskeysTable {
+  id: Generated<string>;
+  user_id: string;
+  name: string | null;
+  public_key: string;
+  credential_id: string;
+  counter: number;
+  device_type: string;
+  backed_up: boolean;
+  transports: string | null;
+  aaguid: string | null;
+  created_at: Timestamp;
+}
+
 export interface DB {
   users: UsersTable;
   sessions: SessionsTable;
@@ -151,6 +188,8 @@ export interface DB {
   role_permissions: RolePermissionsTable;
   audit_logs: AuditLogsTable;
   api_keys: ApiKeysTable;
+  two_factors: TwoFactorsTable;
+  passkeys: PasskeysTable;
 }
 
 export type User = Selectable<UsersTable>;

@@ -113,6 +113,17 @@ describe('migrations', () => {
     for (const name of [...names].reverse()) {
       expect(await migrateDown(database)).toEqual([name]);
       expect(await applied()).toEqual(names.slice(0, names.indexOf(name)));
+      if (name === '0007_multi_factor') {
+        const { tables, functions } = await schema();
+        expect(tables).not.toContain('two_factors');
+        expect(tables).not.toContain('passkeys');
+        // session_state is back in its 0002 shape: the runtime role still reads it.
+        expect(functions).toContain('session_state');
+        const { rows } = await sql<{ column: string }>`
+          select unnest(proargnames) as column from pg_proc where proname = 'session_state'`.execute(database.db);
+        expect(rows.map((row) => row.column)).not.toContain('session_mfa');
+        expect(rows.map((row) => row.column)).toContain('permissions');
+      }
       if (name === '0003_audit_logs') {
         const { tables } = await schema();
         expect(tables).not.toContain('audit_logs');
