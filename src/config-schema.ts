@@ -132,3 +132,60 @@ export const ConfigSchema = z.object({
     .optional()
     .default('https://lh3.googleusercontent.com https://avatars.githubusercontent.com'),
 });
+
+type RawConfig = z.output<typeof ConfigSchema>;
+
+export type Environment = RawConfig['NODE_ENV'];
+
+/** The typed configuration parseConfig (config.ts) builds from ConfigSchema's output. */
+export interface Config {
+  env: Environment;
+  /** True on Cloudflare Workers: treated as production for secrets whatever NODE_ENV says. */
+  hosted: boolean;
+  port: number;
+  /** Where the Node entry listens. */
+  host: string;
+  logLevel: RawConfig['LOG_LEVEL'];
+  auth: {
+    secret: string;
+    url: string;
+    appUrl: string;
+    secureCookies: boolean;
+  };
+  cors: { origins: string[] | '*' | 'disabled' };
+  database: { url: string; migrationUrl: string; poolMax: number; migrateOnStart: boolean };
+  rateLimit: {
+    enabled: boolean;
+    store: { url: string; token: string } | null;
+    storeTimeoutMs: number;
+    global: { ttl: number; limit: number };
+    auth: { ttl: number; limit: number; blockDuration: number };
+    /** Wrong-password sign-ins for one email, from any address (a slow guess spread over many addresses still stops). */
+    account: { ttl: number; limit: number };
+    api: { ttl: number; limit: number };
+    /** The client is the entry this many from the right of X-Forwarded-For; 0 = the socket address. */
+    trustedProxyHops: number;
+  };
+  email: { apiKey: string | null; apiUrl: string | null; from: string };
+  cronSecret: string | null;
+  docsEnabled: boolean;
+  accountDeletionGraceDays: number;
+  apiKeyAuth: boolean;
+  oauth: {
+    google: { clientId: string; clientSecret: string } | null;
+    github: { clientId: string; clientSecret: string } | null;
+  };
+  csp: { cdnHost: string; avatarHost: string };
+  mfa: {
+    totpIssuer: string;
+    /** WebAuthn relying party: id (a host), display name, and the one origin ceremonies must come from. */
+    passkey: { rpId: string; rpName: string; origin: string };
+  };
+  webhooks: {
+    /** Seconds to wait before each retry; after the last, the delivery is failed. */
+    retrySchedule: number[];
+    allowPrivateUrls: boolean;
+    /** `https://` only in production. */
+    httpsOnly: boolean;
+  };
+}
