@@ -26,6 +26,7 @@ import { cronRoutes } from './routes/cron.js';
 import { mountDocs } from './routes/docs.js';
 import { healthRoutes } from './routes/health.js';
 import { memberRoutes } from './routes/members.js';
+import { organizationSecurityRoutes } from './routes/organization-security.js';
 import { roleRoutes } from './routes/roles.js';
 import { sessionRoutes } from './routes/session.js';
 import { userRoutes } from './routes/users.js';
@@ -116,6 +117,7 @@ export function createApp(deps: AppDeps, options: CreateAppOptions = {}) {
   app.route('/', roleRoutes({ db }));
   app.route('/', apiKeyRoutes({ db, clock }));
   app.route('/', auditLogRoutes({ db }));
+  app.route('/', organizationSecurityRoutes({ db }));
   app.route('/', userRoutes({ db, clock, graceDays: config.accountDeletionGraceDays }));
   app.route('/', cronRoutes({ db, clock, cronSecret: config.cronSecret, graceDays: config.accountDeletionGraceDays }));
 

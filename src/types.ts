@@ -20,9 +20,19 @@ export interface AppDeps {
 
 /** The session a request carries, resolved once by the session middleware (spec §2 Session). */
 export interface EnrichedSession {
-  user: { id: string; email: string; name: string; role: PlatformRole; emailVerified: boolean };
-  session: { id: string; activeOrganizationId: string | null; expiresAt: string };
+  user: {
+    id: string;
+    email: string;
+    name: string;
+    role: PlatformRole;
+    emailVerified: boolean;
+    twoFactorEnabled: boolean;
+  };
+  /** `mfa`: created by a passkey, or completed a second factor (API.md "Multi-factor authentication"). */
+  session: { id: string; activeOrganizationId: string | null; expiresAt: string; mfa: boolean };
   permissions: string[];
+  /** The active organization requires multi-factor sessions. Not part of the JSON session. */
+  requireMfa: boolean;
   /** When set, the account is scheduled for deletion (spec §2 User). Not part of the JSON session. */
   deletedAt: string | null;
   /** When a scheduled account is due for purge (deletedAt + ACCOUNT_DELETION_GRACE_DAYS). */

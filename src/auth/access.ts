@@ -41,4 +41,6 @@ export const access = {
 export interface OrganizationTarget {
   id: string | null;
   permissions: readonly string[];
+  /** The organization requires multi-factor sessions (API.md "Organization policy"). */
+  requireMfa: boolean;
 }

@@ -91,13 +91,17 @@ export function createApiKeyResolver({
         name: creator.name,
         role: 'user',
         emailVerified: creator.email_verified,
+        twoFactorEnabled: creator.two_factor_enabled,
       },
       session: {
         id: key.id,
         activeOrganizationId: key.tenant_id,
         expiresAt: (key.expires_at ? new Date(key.expires_at) : new Date('9999-12-31T00:00:00Z')).toISOString(),
+        // A key is not a session: the organization's MFA policy does not apply to it.
+        mfa: false,
       },
       permissions: key.scopes.filter((scope) => creator.permissions.includes(scope)).sort(),
+      requireMfa: false,
       deletedAt: null,
       purgeAfter: null,
       apiKey: { id: key.id },

@@ -13,6 +13,7 @@ import type { Mailer } from './email.js';
 import { emails } from './email-templates.js';
 import { hashPassword, verifyPassword } from './password.js';
 import { authDatabaseAdvancedOptions, authSchemaOptions, organizationPluginSchema } from './schema.js';
+import { secondFactorHooks, secondFactorPlugins, sessionMfaField } from './second-factor.js';
 
 export const AUTH_BASE_PATH = '/api/auth';
 export const COOKIE_PREFIX = 'gatehouse';
@@ -54,6 +55,7 @@ export function createAuth({ config, db, mailer, logger, events, background = (t
   const send = async (message: Parameters<Mailer['send']>[0]) => mailer.send(message);
   // A send whose failure the mailer has already logged and emitted (EMAIL_SEND_FAILED).
   const sendLater = (message: Parameters<Mailer['send']>[0]) => background(send(message).catch(() => {}));
+  const secondFactor = secondFactorHooks({ config, db: ambientAware(db) });
   const options = {
     appName: 'Gatehouse',
     baseURL: config.auth.url,
@@ -70,7 +72,14 @@ export function createAuth({ config, db, mailer, logger, events, background = (t
     disabledPaths: ['/organization/update-member-role'],
     ...authSchemaOptions,
     user: { ...authSchemaOptions.user, deleteUser: { enabled: false }, changeEmail: { enabled: false } },
-    session: { ...authSchemaOptions.session, ...SESSION_SETTINGS },
+    session: {
+      ...authSchemaOptions.session,
+      additionalFields: sessionMfaField,
+      ...SESSION_SETTINGS,
+    },
+    // API.md "Multi-factor authentication" (src/auth/second-factor.ts).
+    hooks: secondFactor.hooks,
+    databaseHooks: secondFactor.databaseHooks,
     emailAndPassword: {
       enabled: true,
       requireEmailVerification: true,
@@ -124,6 +133,7 @@ export function createAuth({ config, db, mailer, logger, events, background = (t
         sendInvitationEmail: async ({ id, email, organization: org, inviter }) =>
           send(emails.invitation(email, `${config.auth.appUrl}/accept-invitation/${id}`, org.name, inviter.user.name)),
       }),
+      ...secondFactorPlugins(config),
     ],
     rateLimit: { enabled: false },
     // Errors that are not the library's own answers (a database that is down,

@@ -18,6 +18,10 @@ export interface SessionStateRow {
   active_organization_id: string | null;
   member_id: string | null;
   permissions: string[];
+  session_mfa: boolean;
+  two_factor_enabled: boolean;
+  /** The policy of the organization read (the active one, or the one asked for), when the user is a member. */
+  require_mfa: boolean;
 }
 
 /**
@@ -104,10 +108,12 @@ export function createSessionResolver({
         name: state.name,
         role: state.role,
         emailVerified: state.email_verified,
+        twoFactorEnabled: state.two_factor_enabled,
       },
-      session: { id: found.sessionId, activeOrganizationId, expiresAt: found.expiresAt },
+      session: { id: found.sessionId, activeOrganizationId, expiresAt: found.expiresAt, mfa: state.session_mfa },
       // A copy: the row may be shared with later requests through the cache.
       permissions: state.permissions.slice(),
+      requireMfa: state.require_mfa,
       deletedAt: state.deleted_at ? new Date(state.deleted_at).toISOString() : null,
       purgeAfter: state.deleted_at ? purgeAfter(state.deleted_at, graceDays).toISOString() : null,
       apiKey: null,

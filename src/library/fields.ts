@@ -10,8 +10,10 @@ export interface LibraryRoute {
   organization?: 'body' | 'query' | 'invitation';
   body?: z.ZodType;
   query?: z.ZodType;
-  /** Runs in one transaction with the gate's follow-up writes (role seeding, role ids, owner locks). */
+  /** Runs in one transaction with the gate's follow-up writes (role seeding, role ids, owner locks, audit). */
   transactional?: boolean;
+  /** A refusal commits what the library wrote before refusing (failed-attempt counters); by default it rolls back. */
+  commitsRefusals?: boolean;
   /** Answered by the service from its own roles, never by the library's role names (item 3). */
   answeredByService?: true;
 }

@@ -20,16 +20,19 @@ export function authorizedOrganization(c: Context<AppEnv>): OrganizationTarget |
   return targets.get(c);
 }
 
-/** The caller's permissions in `organizationId`: the session's own when it is the active one. */
-export async function permissionsIn(
+/** The caller's permissions in `organizationId`, and its MFA policy: the session's own when it is the active one. */
+export async function organizationFor(
   db: Kysely<DB>,
   session: EnrichedSession,
   organizationId: string | null,
-): Promise<string[]> {
-  if (!organizationId) return [];
-  if (organizationId === session.session.activeOrganizationId) return session.permissions;
+): Promise<OrganizationTarget> {
+  if (!organizationId) return { id: null, permissions: [], requireMfa: false };
+  if (organizationId === session.session.activeOrganizationId)
+    return { id: organizationId, permissions: session.permissions, requireMfa: session.requireMfa };
   const state = await loadSessionState(db, session.session.id, session.user.id, organizationId);
-  return state?.member_id ? state.permissions : [];
+  return state?.member_id
+    ? { id: organizationId, permissions: state.permissions, requireMfa: state.require_mfa }
+    : { id: organizationId, permissions: [], requireMfa: false };
 }
 
 /**
@@ -64,7 +67,7 @@ export function organizationTarget(route: LibraryRoute, db: Kysely<DB>): TargetR
       id = invitation.organization_id;
     }
     id ??= session.session.activeOrganizationId;
-    const target = { id, permissions: await permissionsIn(db, session, id) };
+    const target = await organizationFor(db, session, id);
     targets.set(c, target);
     return target;
   };

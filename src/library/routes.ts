@@ -1,6 +1,7 @@
 import { ACCOUNT_ROUTES } from './account-routes.js';
 import type { LibraryRoute } from './fields.js';
 import { ORGANIZATION_ROUTES } from './organization-routes.js';
+import { SECOND_FACTOR_ROUTES } from './second-factor-routes.js';
 
 /**
  * The auth library's routes the service serves: deny by
@@ -17,7 +18,11 @@ import { ORGANIZATION_ROUTES } from './organization-routes.js';
  *
  * `body` / `query` bound what the library takes (lengths, formats, no control characters). Bodies are JSON.
  */
-export const LIBRARY_ROUTES: readonly LibraryRoute[] = [...ACCOUNT_ROUTES, ...ORGANIZATION_ROUTES];
+export const LIBRARY_ROUTES: readonly LibraryRoute[] = [
+  ...ACCOUNT_ROUTES,
+  ...SECOND_FACTOR_ROUTES,
+  ...ORGANIZATION_ROUTES,
+];
 
 /** `/api/auth/...` of each state-changing organization call, with the permission it needs (the authorization suite walks these). */
 export const ORGANIZATION_PERMISSIONS: Readonly<Record<string, string>> = Object.fromEntries(

@@ -73,11 +73,16 @@ async function check(c: Context<AppEnv>, declared: Access, target?: TargetResolv
   }
   const organization = target
     ? await target(c, session)
-    : { id: session.session.activeOrganizationId, permissions: session.permissions };
+    : { id: session.session.activeOrganizationId, permissions: session.permissions, requireMfa: session.requireMfa };
   // 6. Active organization (also implied by a permission list).
   const needsOrganization = declared.organization || (declared.permissions?.length ?? 0) > 0;
   if (needsOrganization && !organization.id) {
     throw new ApiError('NO_ACTIVE_ORGANIZATION', 'No active organization');
+  }
+  // The organization's policy (API.md): a session that is not multi-factor
+  // stops here, superadmins too; an API key is not a session.
+  if (needsOrganization && organization.requireMfa && !session.apiKey && !session.session.mfa) {
+    throw new ApiError('MFA_REQUIRED', 'Multi-factor authentication required');
   }
   // 7. Permissions: AND over the list; a superadmin passes (never through a key).
   const bypass = session.user.role === 'superadmin' && !session.apiKey;

@@ -20,6 +20,7 @@ export const AUTH_SENSITIVE_PATHS = [
   '/api/auth/send-verification-email',
   '/api/auth/verify-password',
   '/api/auth/two-factor',
+  '/api/auth/passkey',
   '/api/users/me/purge',
 ] as const;
 

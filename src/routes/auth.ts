@@ -20,7 +20,8 @@ import {
 } from '../library/organization-gate.js';
 import { forwardedRequest, spendInvitationBudget } from '../library/request.js';
 import { LIBRARY_ROUTES } from '../library/routes.js';
-import { access, guard } from '../middleware/guard.js';
+import { afterSecondFactorCall, beforeSecondFactorCall } from '../library/second-factor-calls.js';
+import { access, guard, loadSession } from '../middleware/guard.js';
 import type { RateLimitStore } from '../rate-limit-store.js';
 import { createRouter, defineRoute } from '../router.js';
 import type { AppEnv, Clock } from '../types.js';
@@ -125,7 +126,8 @@ export function authRoutes({ auth, config, db, store, clock }: Deps) {
   };
 
   const serve = (route: LibraryRoute) => async (c: Context<AppEnv>) => {
-    const session = c.get('session');
+    // Public routes load no session in the guard; a transactional call records who acted.
+    const session = route.transactional ? await loadSession(c) : c.get('session');
     const target = authorizedOrganization(c);
     let input: LibraryInput = await libraryInput(c, route);
     if (target?.id && route.organization) input = withOrganizationIn(route, target.id, input);
@@ -178,8 +180,11 @@ export function authRoutes({ auth, config, db, store, clock }: Deps) {
     try {
       return await runInTransaction(db, async (trx) => {
         await beforeOrganizationCall(trx, call);
+        const secondFactor = await beforeSecondFactorCall(trx, call);
         const { response, body } = await forward(c, request);
+        if (!response.ok && route.commitsRefusals) return finish(response, body);
         if (!response.ok) throw new Rollback(finish(response, body));
+        await afterSecondFactorCall(trx, call, body, secondFactor);
         return finish(response, await afterOrganizationCall(trx, call, body));
       });
     } catch (error) {

@@ -11,8 +11,15 @@ export const EnrichedSessionSchema = z
       name: z.string(),
       role: z.enum(PLATFORM_ROLES),
       emailVerified: z.boolean(),
+      twoFactorEnabled: z.boolean(),
     }),
-    session: z.object({ id: z.uuid(), activeOrganizationId: z.uuid().nullable(), expiresAt: z.iso.datetime() }),
+    session: z.object({
+      id: z.uuid(),
+      activeOrganizationId: z.uuid().nullable(),
+      expiresAt: z.iso.datetime(),
+      /** Created by a passkey, or completed a second factor. */
+      mfa: z.boolean(),
+    }),
     permissions: z.array(z.string()),
   })
   .openapi('EnrichedSession');

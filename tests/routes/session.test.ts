@@ -70,8 +70,21 @@ describe('GET /api/session', () => {
       .orderBy('created_at', 'desc')
       .executeTakeFirstOrThrow();
     expect(body).toStrictEqual({
-      user: { id: user.id, email: user.email, name: 'Ada Session', role: 'user', emailVerified: true },
-      session: { id: row.id, activeOrganizationId: null, expiresAt: new Date(row.expires_at).toISOString() },
+      user: {
+        id: user.id,
+        email: user.email,
+        name: 'Ada Session',
+        role: 'user',
+        emailVerified: true,
+        twoFactorEnabled: false,
+      },
+      // API.md "Multi-factor authentication": a magic-link session is not multi-factor.
+      session: {
+        id: row.id,
+        activeOrganizationId: null,
+        expiresAt: new Date(row.expires_at).toISOString(),
+        mfa: false,
+      },
       permissions: [],
     });
     expect(body!.user.id).toMatch(UUID_V4);

@@ -1,0 +1,57 @@
+import { z } from '@hono/zod-openapi';
+import type { Kysely } from 'kysely';
+import type { DB } from '../db/database.js';
+import { organizationSecurity, updateOrganizationSecurity } from '../db/queries/organizations.js';
+import { ApiError } from '../errors.js';
+import { access, sessionOf } from '../middleware/guard.js';
+import { createRouter, defineRoute } from '../router.js';
+
+const SecuritySchema = z.object({ requireMfa: z.boolean() }).openapi('OrganizationSecurity');
+const SecurityUpdateSchema = z.object({ requireMfa: z.boolean() }).strict().openapi('OrganizationSecurityUpdate');
+
+const readRoute = defineRoute({
+  method: 'get',
+  path: '/api/organization/security',
+  access: access.permissions('organizations:read'),
+  summary: "The active organization's security policy",
+  responses: {
+    200: { description: 'The policy', content: { 'application/json': { schema: SecuritySchema } } },
+  },
+});
+
+const updateRoute = defineRoute({
+  method: 'patch',
+  path: '/api/organization/security',
+  access: access.permissions('organizations:write'),
+  summary: "Change the active organization's security policy",
+  description:
+    'While `requireMfa` is on, every route that needs the active organization answers 403 MFA_REQUIRED to a ' +
+    'session that is not multi-factor. Turning it on from such a session is refused the same way.',
+  request: { body: { content: { 'application/json': { schema: SecurityUpdateSchema } }, required: true } },
+  responses: {
+    200: { description: 'The policy as stored', content: { 'application/json': { schema: SecuritySchema } } },
+  },
+});
+
+/** API.md "Organization policy": GET/PATCH /api/organization/security, audited as `organization.security_updated`. */
+export function organizationSecurityRoutes({ db }: { db: Kysely<DB> }) {
+  return createRouter()
+    .openapi(readRoute, async (c) => {
+      const organizationId = sessionOf(c).session.activeOrganizationId!;
+      return c.json(await organizationSecurity(db, organizationId), 200);
+    })
+    .openapi(updateRoute, async (c) => {
+      const actor = sessionOf(c);
+      const { requireMfa } = c.req.valid('json');
+      // Nobody locks themselves out: only a multi-factor session turns it on (a key is not a session).
+      if (requireMfa && !actor.apiKey && !actor.session.mfa)
+        throw new ApiError('MFA_REQUIRED', 'Multi-factor authentication required');
+      const updated = await updateOrganizationSecurity(db, {
+        organizationId: actor.session.activeOrganizationId!,
+        requireMfa,
+        actorId: actor.user.id,
+        requestId: c.get('requestId'),
+      });
+      return c.json(updated, 200);
+    });
+}
