@@ -14,6 +14,7 @@ import { access, sessionOf } from '../middleware/guard.js';
 import { PLATFORM_ROLES } from '../permissions.js';
 import { createRouter, defineRoute, jsonContent } from '../router.js';
 import type { Clock } from '../types.js';
+import { SecondFactorsExportSchema, secondFactorsJson } from './second-factors-export.js';
 
 const ProfileSchema = z
   .object({
@@ -99,6 +100,7 @@ const exportRoute = defineRoute({
             createdAt: z.iso.datetime(),
           }),
         ),
+        ...SecondFactorsExportSchema,
       }),
       "The caller's own data; no secrets, nobody else's data",
     ),
@@ -199,6 +201,7 @@ export function userRoutes({ db, clock, graceDays }: { db: Kysely<DB>; clock: Cl
             metadata: a.metadata,
             createdAt: a.created_at.toISOString(),
           })),
+          ...secondFactorsJson(data.secondFactors),
         },
         200,
       );

@@ -250,6 +250,57 @@ describe('multi-factor authentication: TOTP and backup codes', () => {
     expect((await sessionOf(t, jar))?.session.mfa).toBe(false);
   });
 
+  it('the account export lists the second factors by metadata only; the purge removes them', async () => {
+    const user = await signedInUser(t);
+    const factor = await enableTotp(t, user.jar);
+    // A passkey as the plugin stores it (registering one needs an authenticator: the browser suite does that).
+    const passkeyId = await t.database.withOwner(async (owner) => {
+      const row = await owner
+        .insertInto('passkeys')
+        .values({
+          user_id: user.id,
+          name: 'Laptop',
+          public_key: 'pAEDAzkBACBZAQDpublic-key-material',
+          credential_id: `credential-${crypto.randomUUID()}`,
+          counter: 0,
+          device_type: 'multiDevice',
+          backed_up: true,
+          transports: 'internal,hybrid',
+          aaguid: '00000000-0000-0000-0000-000000000000',
+        })
+        .returning(['id', 'credential_id'])
+        .executeTakeFirstOrThrow();
+      return row;
+    });
+    const response = await call(t, '/api/users/me/export', { jar: user.jar });
+    const text = await response.clone().text();
+    const data = await expectStatus<{ twoFactor: unknown; passkeys: unknown[] }>(response, 200);
+    expect(data.twoFactor).toEqual({ enabled: true, createdAt: expect.any(String), backupCodesRemaining: 10 });
+    expect(data.passkeys).toEqual([
+      {
+        id: passkeyId.id,
+        name: 'Laptop',
+        deviceType: 'multiDevice',
+        backedUp: true,
+        transports: ['internal', 'hybrid'],
+        aaguid: '00000000-0000-0000-0000-000000000000',
+        createdAt: expect.any(String),
+      },
+    ]);
+    const secret = new URL(factor.totpURI).searchParams.get('secret')!;
+    for (const forbidden of [secret, ...factor.backupCodes, 'public-key-material', passkeyId.credential_id, 'h1:'])
+      expect(text).not.toContain(forbidden);
+
+    expect((await call(t, '/api/users/me/deletion', { method: 'POST', jar: user.jar })).status).toBe(202);
+    const purge = await call(t, '/api/users/me/purge', { body: { confirmEmail: user.email }, jar: user.jar });
+    expect(purge.status).toBe(200);
+    const left = await t.database.withOwner(async (owner) => ({
+      twoFactors: await owner.selectFrom('two_factors').select('id').where('user_id', '=', user.id).execute(),
+      passkeys: await owner.selectFrom('passkeys').select('id').where('user_id', '=', user.id).execute(),
+    }));
+    expect(left).toEqual({ twoFactors: [], passkeys: [] });
+  });
+
   describe('magic link: the session is held back until the second factor', () => {
     let user: Awaited<ReturnType<typeof signedInUser>>;
     let factor: Awaited<ReturnType<typeof enableTotp>>;

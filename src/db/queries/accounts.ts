@@ -6,6 +6,7 @@ import { recordAudit } from '../audit.js';
 import type { DB } from '../database.js';
 import { setScope, setTenant } from '../tenant.js';
 import { revokeKeys } from './api-keys.js';
+import { secondFactorsOf } from './second-factors.js';
 
 /** When an account scheduled at `deletedAt` is due for purge (ACCOUNT_DELETION_GRACE_DAYS). */
 export function purgeAfter(deletedAt: Date | string, graceDays: number): Date {
@@ -208,7 +209,7 @@ export async function exportAccount(db: Kysely<DB>, userId: string) {
       .orderBy('created_at')
       .orderBy('id')
       .execute();
-    return { memberships, roles, keys, audit };
+    return { memberships, roles, keys, audit, secondFactors: await secondFactorsOf(trx, userId) };
   });
 }
 
