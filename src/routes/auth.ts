@@ -43,12 +43,30 @@ const providersRoute = defineRoute({
   },
 });
 
-/** A JSON answer with the library's status and headers (its Set-Cookie included) and our body. */
-function reply(response: Response, body: unknown): Response {
+/** A JSON answer with the library's status (unless given) and headers (its Set-Cookie included) and our body. */
+function reply(response: Response, body: unknown, status?: number): Response {
   const headers = new Headers(response.headers);
   headers.delete('content-length');
   headers.set('content-type', 'application/json');
-  return new Response(JSON.stringify(body), { status: response.status, statusText: response.statusText, headers });
+  return new Response(JSON.stringify(body), {
+    status: status ?? response.status,
+    statusText: status ? '' : response.statusText,
+    headers,
+  });
+}
+
+const FAILED_REGISTRATION = {
+  code: 'FAILED_TO_VERIFY_REGISTRATION',
+  message: 'The passkey registration could not be verified',
+};
+
+/** The `code` of a library answer's JSON body, if any. */
+async function libraryCode(response: Response): Promise<unknown> {
+  const body = await response
+    .clone()
+    .json()
+    .catch(() => null);
+  return body && typeof body === 'object' ? (body as { code?: unknown }).code : undefined;
 }
 
 /**
@@ -100,6 +118,10 @@ export function authRoutes({ auth, config, db, store, clock }: Deps) {
 
   const forward = async (c: Context<AppEnv>, request: Request): Promise<{ response: Response; body: unknown }> => {
     const response = await auth.handler(request);
+    // The passkey plugin answers 500 to any credential its verifier cannot
+    // parse: a malformed registration is the client's error (the plugin logs the cause).
+    if (response.status === 500 && (await libraryCode(response)) === 'FAILED_TO_VERIFY_REGISTRATION')
+      return { response: reply(response, FAILED_REGISTRATION, 400), body: FAILED_REGISTRATION };
     // The library's own 5xx answers carry no contract body: ours does, with the
     // request id, and throwing rolls back an ambient transaction.
     if (response.status >= 500) {
