@@ -2099,6 +2099,237 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/organization/security": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The active organization's security policy */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The policy */
+                200: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["OrganizationSecurity"];
+                    };
+                };
+                /** @description UNAUTHORIZED: no valid session */
+                401: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description FORBIDDEN, NO_ACTIVE_ORGANIZATION, INSUFFICIENT_PERMISSIONS, ACCOUNT_SCHEDULED_FOR_DELETION (and NOT_OWNER where stated) */
+                403: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                413: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description RATE_LIMITED */
+                429: {
+                    headers: {
+                        /** @description Requests allowed in the window */
+                        "X-RateLimit-Limit"?: string;
+                        /** @description Requests left in the window (0) */
+                        "X-RateLimit-Remaining"?: string;
+                        /** @description Unix seconds when the window or block ends */
+                        "X-RateLimit-Reset"?: string;
+                        /** @description Seconds to wait */
+                        "Retry-After"?: string;
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                500: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                503: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /**
+         * Change the active organization's security policy
+         * @description While `requireMfa` is on, every route that needs the active organization answers 403 MFA_REQUIRED to a session that is not multi-factor. Turning it on from such a session is refused the same way.
+         */
+        patch: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["OrganizationSecurityUpdate"];
+                };
+            };
+            responses: {
+                /** @description The policy as stored */
+                200: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["OrganizationSecurity"];
+                    };
+                };
+                /** @description VALIDATION_ERROR: malformed JSON, wrong types, unknown fields, bad ids or query */
+                400: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description UNAUTHORIZED: no valid session */
+                401: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description FORBIDDEN, NO_ACTIVE_ORGANIZATION, INSUFFICIENT_PERMISSIONS, ACCOUNT_SCHEDULED_FOR_DELETION (and NOT_OWNER where stated) */
+                403: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE or TARGET_NOT_ADMIN where the route can cause them */
+                409: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                413: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description UNSUPPORTED_MEDIA_TYPE: body is not JSON */
+                415: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description RATE_LIMITED */
+                429: {
+                    headers: {
+                        /** @description Requests allowed in the window */
+                        "X-RateLimit-Limit"?: string;
+                        /** @description Requests left in the window (0) */
+                        "X-RateLimit-Remaining"?: string;
+                        /** @description Unix seconds when the window or block ends */
+                        "X-RateLimit-Reset"?: string;
+                        /** @description Seconds to wait */
+                        "Retry-After"?: string;
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                500: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                503: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        trace?: never;
+    };
     "/api/users/me": {
         parameters: {
             query?: never;
@@ -2506,6 +2737,23 @@ export interface paths {
                                 /** Format: date-time */
                                 createdAt: string;
                             }[];
+                            twoFactor: {
+                                enabled: boolean;
+                                /** Format: date-time */
+                                createdAt: string;
+                                backupCodesRemaining: number;
+                            } | null;
+                            passkeys: {
+                                /** Format: uuid */
+                                id: string;
+                                name: string | null;
+                                deviceType: string;
+                                backedUp: boolean;
+                                transports: string[];
+                                aaguid: string | null;
+                                /** Format: date-time */
+                                createdAt: string;
+                            }[];
                         };
                     };
                 };
@@ -2868,6 +3116,7 @@ export interface components {
                 /** @enum {string} */
                 role: "superadmin" | "admin" | "user";
                 emailVerified: boolean;
+                twoFactorEnabled: boolean;
             };
             session: {
                 /** Format: uuid */
@@ -2876,6 +3125,7 @@ export interface components {
                 activeOrganizationId: string | null;
                 /** Format: date-time */
                 expiresAt: string;
+                mfa: boolean;
             };
             permissions: string[];
         } | null;
@@ -3008,6 +3258,12 @@ export interface components {
             };
             /** Format: date-time */
             createdAt: string;
+        };
+        OrganizationSecurity: {
+            requireMfa: boolean;
+        };
+        OrganizationSecurityUpdate: {
+            requireMfa: boolean;
         };
         Profile: {
             /** Format: uuid */
