@@ -14,7 +14,7 @@ import { access, sessionOf } from '../middleware/guard.js';
 import { PLATFORM_ROLES } from '../permissions.js';
 import { createRouter, defineRoute, jsonContent } from '../router.js';
 import type { Clock } from '../types.js';
-import { SecondFactorsExportSchema, secondFactorsJson } from './second-factors-export.js';
+import { SecondFactorsExportSchema, secondFactorsJson } from './schemas.js';
 
 const ProfileSchema = z
   .object({

@@ -38,6 +38,8 @@ interface Scheduled {
 
 interface Export {
   profile: Profile;
+  twoFactor: unknown;
+  passkeys: unknown[];
   memberships: {
     memberId: string;
     organizationId: string;
@@ -350,7 +352,17 @@ describe('account deletion (users/me)', { timeout: 120_000 }, () => {
       const response = await call(t, '/api/users/me/export', { jar: user.jar });
       const text = await response.clone().text();
       const body = await expectStatus<Export>(response, 200);
-      expect(Object.keys(body).sort()).toEqual(['apiKeys', 'auditEntries', 'memberships', 'profile']);
+      expect(Object.keys(body).sort()).toEqual([
+        'apiKeys',
+        'auditEntries',
+        'memberships',
+        'passkeys',
+        'profile',
+        'twoFactor',
+      ]);
+      // No second factor enrolled (tests/auth/second-factor.test.ts covers the enrolled case).
+      expect(body.twoFactor).toBeNull();
+      expect(body.passkeys).toEqual([]);
 
       expect(body.profile).toEqual({
         id: user.id,

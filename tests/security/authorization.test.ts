@@ -80,6 +80,9 @@ const BUILDERS: Record<string, (a: Fixture, caller: { id: string; email: string 
   'GET /api/api-keys': () => ({ path: '/api/api-keys' }),
   'DELETE /api/api-keys/{id}': (a) => ({ path: `/api/api-keys/${a.keyId}` }),
   'GET /api/audit-logs': () => ({ path: '/api/audit-logs' }),
+  'GET /api/organization/security': () => ({ path: '/api/organization/security' }),
+  // Writing it off is what any session may do (turning it on needs a multi-factor one).
+  'PATCH /api/organization/security': () => ({ path: '/api/organization/security', body: { requireMfa: false } }),
   'GET /api/admin/users': () => ({ path: '/api/admin/users' }),
   'PATCH /api/admin/users/{id}/role': (a) => ({
     path: `/api/admin/users/${a.member.id}/role`,
