@@ -46,6 +46,8 @@ describe('the SPA in Chromium against the Node API', () => {
   let spaOrigin: string;
   let untrustedOrigin: string;
   const email = uniqueEmail('browser');
+  /** The organization the first test creates. */
+  let slug = '';
   const pageErrors: string[] = [];
   const apiResponses: PwResponse[] = [];
 
@@ -155,7 +157,7 @@ describe('the SPA in Chromium against the Node API', () => {
     expect(await text('#who')).toBe(`Signed in as ${email}`);
     await expectSessionCookieHidden();
 
-    const slug = `browser-${crypto.randomUUID().slice(0, 8)}`;
+    slug = `browser-${crypto.randomUUID().slice(0, 8)}`;
     await page.fill('#org-form [name=name]', 'Browser Org');
     await page.fill('#org-form [name=slug]', slug);
     await step('create organization', () => page.click('#org-form button'));
@@ -259,6 +261,69 @@ describe('the SPA in Chromium against the Node API', () => {
     expect(await text('#who')).toBe(`Signed in as ${email}`);
   });
 
+  it('registers a passkey from the SPA, signs in with it (multi-factor), and passes an organization that requires MFA', async () => {
+    // A platform authenticator that verifies the user (Chrome DevTools Protocol's virtual authenticator).
+    const cdp = await context.newCDPSession(page);
+    await cdp.send('WebAuthn.enable');
+    await cdp.send('WebAuthn.addVirtualAuthenticator', {
+      options: {
+        protocol: 'ctap2',
+        transport: 'internal',
+        hasResidentKey: true,
+        hasUserVerification: true,
+        isUserVerified: true,
+        automaticPresenceSimulation: true,
+      },
+    });
+    const useOrganization = async () => {
+      await page.fill('#switch-form [name=slug]', slug);
+      await step('switch organization', () => page.click('#switch-form button'));
+    };
+
+    // Signed in by password (the previous test): single-factor.
+    await page.goto(`${spaOrigin}/`);
+    await step('sign in', async () => {
+      await page.fill('#signin-form [name=email]', email);
+      await page.fill('#signin-form [name=password]', PASSWORD);
+      await page.click('#signin-form button');
+    });
+    await useOrganization();
+    expect(await text('#mfa')).toBe('single-factor');
+    await step('add passkey', () => page.click('#add-passkey'));
+    expect(await text('#passkeys')).toBe('Passkeys: Browser passkey');
+    const user = await api.t.db.selectFrom('users').select('id').where('email', '=', email).executeTakeFirstOrThrow();
+    const stored = await api.t.database.withOwner((owner) =>
+      owner.selectFrom('passkeys').select(['name', 'device_type']).where('user_id', '=', user.id).execute(),
+    );
+    expect(stored).toEqual([{ name: 'Browser passkey', device_type: expect.any(String) }]);
+    // Nobody locks themselves out: a single-factor session cannot require MFA.
+    expect(await stepFails('require MFA', () => page.click('#require-mfa'))).toMatch(/403 MFA_REQUIRED\b/);
+
+    await step('sign out', () => page.click('#sign-out'));
+    await step('sign in with passkey', () => page.click('#passkey-signin'));
+    expect(await text('#who')).toBe(`Signed in as ${email}`);
+    expect(await text('#mfa')).toBe('multi-factor');
+    await expectSessionCookieHidden();
+    await useOrganization();
+    await step('require MFA', () => page.click('#require-mfa'));
+    expect(await text('#policy')).toBe('MFA required');
+    await step('list roles', () => page.click('#list-roles'));
+    await page.screenshot({ path: join(SCREENSHOT_DIR, 'browser-5-passkey-mfa.png'), fullPage: true });
+
+    // A password session is not multi-factor: the organization refuses it.
+    await step('sign out', () => page.click('#sign-out'));
+    await step('sign in', async () => {
+      await page.fill('#signin-form [name=email]', email);
+      await page.fill('#signin-form [name=password]', PASSWORD);
+      await page.click('#signin-form button');
+    });
+    await useOrganization();
+    expect(await text('#mfa')).toBe('single-factor');
+    expect(await stepFails('list roles', () => page.click('#list-roles'))).toMatch(/403 MFA_REQUIRED\b/);
+    await page.screenshot({ path: join(SCREENSHOT_DIR, 'browser-6-mfa-required.png'), fullPage: true });
+    expect(pageErrors).toEqual([]);
+  });
+
   it('renders the /api/docs operation list (Swagger UI assets routed to a local copy)', async () => {
     const dist = swaggerUiDist();
     expect(dist, 'swagger-ui-dist: run `bash .ci/e2e.sh` once (it fetches a pinned copy)').not.toBeNull();
@@ -324,7 +389,7 @@ describe('the SPA in Chromium against the Node API', () => {
     expect(refused).toEqual([]);
     expect(cspViolations).toEqual([]);
     expect(errors).toEqual([]);
-    await docs.screenshot({ path: join(SCREENSHOT_DIR, 'browser-5-api-docs.png'), fullPage: true });
+    await docs.screenshot({ path: join(SCREENSHOT_DIR, 'browser-7-api-docs.png'), fullPage: true });
     await docsContext.close();
   });
 });

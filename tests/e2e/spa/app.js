@@ -62,6 +62,7 @@ async function refreshSession() {
   const session = await request('GET', '/api/session');
   $('who').textContent = session ? `Signed in as ${session.user.email}` : 'Signed out';
   $('permissions').textContent = session ? `(${session.permissions.length} permissions)` : '';
+  $('mfa').textContent = session ? (session.session.mfa ? 'multi-factor' : 'single-factor') : '';
   return session;
 }
 
@@ -130,6 +131,52 @@ on('key-form', 'create API key', async ({ name, scopes }) => {
     }),
   );
 });
+
+on('switch-form', 'switch organization', async ({ slug }) => {
+  await request('POST', '/api/auth/organization/set-active', { organizationSlug: slug });
+  await refreshSession();
+});
+
+// WebAuthn with the browser's own JSON helpers: the options the API answers
+// are the standard JSON form, and so is what the credential serialises to.
+$('add-passkey').addEventListener(
+  'click',
+  () =>
+    void action('add passkey', async () => {
+      const options = await request('GET', '/api/auth/passkey/generate-register-options');
+      const credential = await navigator.credentials.create({
+        publicKey: PublicKeyCredential.parseCreationOptionsFromJSON(options),
+      });
+      await request('POST', '/api/auth/passkey/verify-registration', {
+        response: credential.toJSON(),
+        name: 'Browser passkey',
+      });
+      const passkeys = await request('GET', '/api/auth/passkey/list-user-passkeys');
+      $('passkeys').textContent = `Passkeys: ${passkeys.map((passkey) => passkey.name).join(', ')}`;
+    }),
+);
+
+$('passkey-signin').addEventListener(
+  'click',
+  () =>
+    void action('sign in with passkey', async () => {
+      const options = await request('GET', '/api/auth/passkey/generate-authenticate-options');
+      const credential = await navigator.credentials.get({
+        publicKey: PublicKeyCredential.parseRequestOptionsFromJSON(options),
+      });
+      await request('POST', '/api/auth/passkey/verify-authentication', { response: credential.toJSON() });
+      await refreshSession();
+    }),
+);
+
+$('require-mfa').addEventListener(
+  'click',
+  () =>
+    void action('require MFA', async () => {
+      const policy = await request('PATCH', '/api/organization/security', { requireMfa: true });
+      $('policy').textContent = policy.requireMfa ? 'MFA required' : 'MFA optional';
+    }),
+);
 
 $('sign-out').addEventListener(
   'click',
