@@ -60,9 +60,10 @@ export default defineConfig({
           // One process per worker for all its files, not one per file: each new
           // process loaded the whole service (better-auth, zod, hono, PGlite) again,
           // about a quarter of the suite's CPU. The files share the module cache and
-          // nothing else: no test file mocks modules, stubs globals or writes
-          // process.env, every file closes the databases and servers it opens, and
-          // the helpers' counters (tests/support) only ever hand out fresh values.
+          // nothing else: no test file mocks modules or writes process.env; the one
+          // that stubs a global (fetch, tests/auth/second-factor-oauth) restores it;
+          // every file closes the databases and servers it opens; and the helpers'
+          // counters (tests/support) only ever hand out fresh values.
           isolate: false,
           testTimeout: 30_000,
           hookTimeout: 60_000,
@@ -76,6 +77,10 @@ export default defineConfig({
           include: [
             'tests/db/**/*.test.ts',
             'tests/auth/session-state-cache.test.ts',
+            // Multi-factor on a server: sessions.mfa, session_state's new columns, the replay guard's UPDATE.
+            'tests/auth/second-factor*.test.ts',
+            'tests/auth/passkeys.test.ts',
+            'tests/routes/organization-security.test.ts',
             'tests/middleware/rate-limit*.test.ts',
             'tests/rate-limit-store.test.ts',
             'tests/integration/**/*.test.ts',

@@ -3,6 +3,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { openPostgres } from '../../src/db/client.js';
 import { migrateToLatest } from '../../src/db/migrate.js';
 import { CookieJar } from '../support/http.js';
+import { authenticatorFor, freshCode } from '../support/mfa.js';
 import { ALL_PERMISSIONS } from '../support/orgs.js';
 import { withDatabaseName } from '../support/servers.js';
 import { startUpstashServer, type UpstashServer } from '../support/upstash-server.js';
@@ -339,6 +340,36 @@ describe('the worker in workerd (wrangler dev) against PostgreSQL and the Upstas
     } finally {
       await owner.end();
     }
+  });
+
+  it('enables TOTP and signs in with the second factor: held back, then a multi-factor session', async () => {
+    // A fresh auth-tier budget for this address: the walk above spent most of it.
+    await flushRateLimits();
+    const enable = await json<{ totpURI: string; backupCodes: string[] }>(
+      await call('/api/auth/two-factor/enable', { body: { password: PASSWORD }, jar }),
+      200,
+    );
+    expect(enable.backupCodes).toHaveLength(10);
+    const authenticator = authenticatorFor(enable.totpURI);
+    await json(
+      await call('/api/auth/two-factor/verify-totp', { body: { code: await freshCode(authenticator) }, jar }),
+      200,
+    );
+    expect((await json(await call('/api/session', { jar }), 200)).session.mfa).toBe(true);
+
+    const pending = new CookieJar();
+    const signIn = await call('/api/auth/sign-in/email', { body: { email, password: PASSWORD }, jar: pending });
+    expect(await json(signIn, 200)).toMatchObject({ twoFactorRedirect: true });
+    expect(pending.get(SESSION_COOKIE)).toBeUndefined();
+    expect(await json(await call('/api/session', { jar: pending }), 200)).toBeNull();
+    await json(
+      await call('/api/auth/two-factor/verify-totp', { body: { code: await freshCode(authenticator) }, jar: pending }),
+      200,
+    );
+    expect(await json(await call('/api/session', { jar: pending }), 200)).toMatchObject({
+      user: { email, twoFactorEnabled: true },
+      session: { mfa: true },
+    });
   });
 
   it('answers 429 RATE_LIMITED from the auth tier, with its four headers, once the limit is spent', async () => {
