@@ -296,6 +296,17 @@ describe('the SPA in Chromium against the Node API', () => {
       owner.selectFrom('passkeys').select(['name', 'device_type']).where('user_id', '=', user.id).execute(),
     );
     expect(stored).toEqual([{ name: 'Browser passkey', device_type: expect.any(String) }]);
+    const added = await api.t.database.withOwner((owner) =>
+      owner
+        .selectFrom('audit_logs')
+        .select(['metadata'])
+        .where('action', '=', 'user.passkey_added')
+        .where('actor_id', '=', user.id)
+        .execute(),
+    );
+    expect(added.map((entry) => entry.metadata)).toEqual([
+      { userId: user.id, passkeyId: expect.any(String), name: 'Browser passkey', deviceType: stored[0]!.device_type },
+    ]);
     // Nobody locks themselves out: a single-factor session cannot require MFA.
     expect(await stepFails('require MFA', () => page.click('#require-mfa'))).toMatch(/403 MFA_REQUIRED\b/);
 
