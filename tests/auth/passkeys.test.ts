@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestApp, type TestApp } from '../support/app.js';
 import { call, expectError, expectStatus } from '../support/http.js';
+import { accountAuditRows } from '../support/orgs.js';
 import { signedInUser } from '../support/users.js';
 
 /**
@@ -106,14 +107,10 @@ describe('passkeys', () => {
     expect((await call(t, '/api/auth/passkey/delete-passkey', { body: { id: mine!.id }, jar: user.jar })).status).toBe(
       200,
     );
-    const audit = await t.database.withOwner((owner) =>
-      owner
-        .selectFrom('audit_logs')
-        .select(['metadata', 'tenant_id'])
-        .where('action', 'in', ['user.passkey_removed'])
-        .where('actor_id', 'in', [user.id, other.id])
-        .execute(),
-    );
+    const audit = (await accountAuditRows(t, user.id, 'user.passkey_removed')).map(({ metadata, tenant_id }) => ({
+      tenant_id,
+      metadata,
+    }));
     expect(audit).toEqual([
       {
         tenant_id: null,

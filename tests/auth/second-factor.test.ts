@@ -3,6 +3,7 @@ import { LIBRARY_ROUTES } from '../../src/library/routes.js';
 import { createTestApp, type TestApp } from '../support/app.js';
 import { CookieJar, call, expectError, expectStatus, linkIn, mailsTo, PASSWORD, pathOf } from '../support/http.js';
 import { completeWithTotp, enableTotp, freshCode, pendingSignIn, wrongCode } from '../support/mfa.js';
+import { accountAuditRows } from '../support/orgs.js';
 import { signedInUser } from '../support/users.js';
 
 /**
@@ -26,14 +27,11 @@ async function sessionOf(t: TestApp, jar: CookieJar): Promise<EnrichedSession | 
 
 /** The user's audit entries of one action (tenantless: they are about the account). */
 async function userAudit(t: TestApp, userId: string, action: string) {
-  return t.database.withOwner((owner) =>
-    owner
-      .selectFrom('audit_logs')
-      .select(['actor_id', 'tenant_id', 'metadata'])
-      .where('action', '=', action)
-      .where('actor_id', '=', userId)
-      .execute(),
-  );
+  return (await accountAuditRows(t, userId, action)).map(({ actor_id, tenant_id, metadata }) => ({
+    actor_id,
+    tenant_id,
+    metadata,
+  }));
 }
 
 const sessionRows = (t: TestApp, userId: string) =>

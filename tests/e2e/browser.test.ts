@@ -3,7 +3,7 @@ import { basename, join } from 'node:path';
 import type { Browser, BrowserContext, Page, Response as PwResponse } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { linkIn, mailsTo } from '../support/http.js';
-import { ALL_PERMISSIONS } from '../support/orgs.js';
+import { ALL_PERMISSIONS, accountAuditRows } from '../support/orgs.js';
 import { PASSWORD, uniqueEmail } from '../support/users.js';
 import { type ApiServer, startApiServer } from './support/api-server.js';
 import { launchChromium } from './support/chromium.js';
@@ -296,14 +296,7 @@ describe('the SPA in Chromium against the Node API', () => {
       owner.selectFrom('passkeys').select(['name', 'device_type']).where('user_id', '=', user.id).execute(),
     );
     expect(stored).toEqual([{ name: 'Browser passkey', device_type: expect.any(String) }]);
-    const added = await api.t.database.withOwner((owner) =>
-      owner
-        .selectFrom('audit_logs')
-        .select(['metadata'])
-        .where('action', '=', 'user.passkey_added')
-        .where('actor_id', '=', user.id)
-        .execute(),
-    );
+    const added = await accountAuditRows(api.t, user.id, 'user.passkey_added');
     expect(added.map((entry) => entry.metadata)).toEqual([
       { userId: user.id, passkeyId: expect.any(String), name: 'Browser passkey', deviceType: stored[0]!.device_type },
     ]);

@@ -1,9 +1,8 @@
-import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestApp, type TestApp } from '../support/app.js';
 import { CookieJar, call, expectError, expectStatus } from '../support/http.js';
 import {
-  type AuditRow,
+  accountAuditRows,
   addMember,
   asOwnerInTenant,
   auditRows,
@@ -68,22 +67,6 @@ async function expectScheduled(response: Response, purgeAfter: string): Promise<
 }
 
 /** The tenant-less audit entries an actor wrote (migration 0003: read back through app.actor_id, no tenant named). */
-function tenantlessAudit(t: TestApp, actorId: string, action?: string): Promise<AuditRow[]> {
-  return t.database.withOwner((owner) =>
-    owner.transaction().execute(async (trx) => {
-      await sql`select set_config('app.tenant_id', '', true), set_config('app.actor_id', ${actorId}, true)`.execute(
-        trx,
-      );
-      let query = trx
-        .selectFrom('audit_logs')
-        .selectAll()
-        .where('tenant_id', 'is', null)
-        .where('actor_id', '=', actorId);
-      if (action) query = query.where('action', '=', action);
-      return query.orderBy('created_at').orderBy('id').execute() as Promise<AuditRow[]>;
-    }),
-  );
-}
 
 /** Rows of the non-RLS auth tables that name a user. */
 function userRows(t: TestApp, userId: string) {
@@ -151,7 +134,7 @@ describe('account deletion (users/me)', { timeout: 120_000 }, () => {
       const stored = await userRows(t, user.id);
       expect(new Date(stored.users[0]!.deleted_at).toISOString()).toBe(body.deletedAt);
 
-      const entries = await tenantlessAudit(t, user.id, 'account.deletion_scheduled');
+      const entries = await accountAuditRows(t, user.id, 'account.deletion_scheduled');
       expect(entries).toHaveLength(1);
       expect(entries[0]).toMatchObject({ tenant_id: null, actor_id: user.id });
       expect(entries[0]!.metadata.userId).toBe(user.id);
@@ -186,7 +169,7 @@ describe('account deletion (users/me)', { timeout: 120_000 }, () => {
         first.purgeAfter,
       );
       expect((await profileOf(user)).deletedAt).toBe(first.deletedAt);
-      expect(await tenantlessAudit(t, user.id, 'account.deletion_scheduled')).toHaveLength(1);
+      expect(await accountAuditRows(t, user.id, 'account.deletion_scheduled')).toHaveLength(1);
     });
 
     it('needs a session', async () => {
@@ -304,7 +287,7 @@ describe('account deletion (users/me)', { timeout: 120_000 }, () => {
       });
       expect((await userRows(t, user.id)).users[0]!.deleted_at).toBeNull();
 
-      const entries = await tenantlessAudit(t, user.id, 'account.reactivated');
+      const entries = await accountAuditRows(t, user.id, 'account.reactivated');
       expect(entries).toHaveLength(1);
       expect(entries[0]).toMatchObject({ tenant_id: null, actor_id: user.id, metadata: { userId: user.id } });
 
@@ -320,7 +303,7 @@ describe('account deletion (users/me)', { timeout: 120_000 }, () => {
         200,
       );
       expect(profile.deletedAt).toBeNull();
-      expect(await tenantlessAudit(t, user.id, 'account.reactivated')).toHaveLength(1);
+      expect(await accountAuditRows(t, user.id, 'account.reactivated')).toHaveLength(1);
     });
   });
 
@@ -434,7 +417,7 @@ describe('account deletion (users/me)', { timeout: 120_000 }, () => {
         ]),
       );
       const ownIds = new Set(
-        [...(await auditRows(t, org.id)), ...(await auditRows(t, second.id)), ...(await tenantlessAudit(t, user.id))]
+        [...(await auditRows(t, org.id)), ...(await auditRows(t, second.id)), ...(await accountAuditRows(t, user.id))]
           .filter((r) => r.actor_id === user.id)
           .map((r) => r.id),
       );
@@ -530,7 +513,7 @@ describe('account deletion (users/me)', { timeout: 120_000 }, () => {
       expect(soloRevoked.map((r) => r.metadata.keyId)).toEqual([soloKey.id]);
 
       // The account.purged entry names nothing but the user id.
-      const purged = await tenantlessAudit(t, user.id, 'account.purged');
+      const purged = await accountAuditRows(t, user.id, 'account.purged');
       expect(purged).toHaveLength(1);
       expect(purged[0]!.metadata).toEqual({ userId: user.id });
       expect(JSON.stringify(purged[0])).not.toContain(user.email);
@@ -562,7 +545,7 @@ describe('account deletion (users/me)', { timeout: 120_000 }, () => {
 
       expect(await userRows(t, user.id)).toEqual(before);
       expect(await auditRows(t, org.id)).toEqual(auditBefore);
-      expect(await tenantlessAudit(t, user.id, 'account.purged')).toEqual([]);
+      expect(await accountAuditRows(t, user.id, 'account.purged')).toEqual([]);
       const keys = await expectStatus<{ id: string; revokedAt: string | null }[]>(
         await call(t, '/api/api-keys', { jar: member.jar }),
         200,

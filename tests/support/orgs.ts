@@ -199,6 +199,28 @@ export function auditRows(t: Pick<TestApp, 'database'>, tenantId: string, action
   });
 }
 
+/**
+ * The entries about an account (no tenant) that `actorId` caused, oldest first.
+ * Read as owner with the actor named: row-level security applies to the owner
+ * too on a PostgreSQL server (FORCE), not to the embedded engine's superuser.
+ */
+export function accountAuditRows(t: Pick<TestApp, 'database'>, actorId: string, action?: string): Promise<AuditRow[]> {
+  return t.database.withOwner((owner) =>
+    owner.transaction().execute(async (trx) => {
+      await sql`select set_config('app.tenant_id', '', true), set_config('app.actor_id', ${actorId}, true)`.execute(
+        trx,
+      );
+      let query = trx
+        .selectFrom('audit_logs')
+        .selectAll()
+        .where('tenant_id', 'is', null)
+        .where('actor_id', '=', actorId);
+      if (action) query = query.where('action', '=', action);
+      return query.orderBy('created_at').orderBy('id').execute() as Promise<AuditRow[]>;
+    }),
+  );
+}
+
 /** The organization's roles with their permission strings, straight from the tables (owner, tenant context). */
 export function storedRoles(
   t: Pick<TestApp, 'database'>,
