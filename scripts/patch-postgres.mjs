@@ -13,6 +13,9 @@
 //      transaction. When that connection closes, the pool has already taken it
 //      back (onclose); the holder's later queries (a ROLLBACK) are refused and
 //      its release() must not hand the dead connection to the open queue.
+//   4. onclose(): queries the holder queued on its reserved connection while
+//      the connection was busy are rejected when it dies; they were left
+//      pending forever (a request that never answers while PostgreSQL stops).
 //
 // Idempotent; checks what it replaces and fails loudly when the driver changes
 // (drop this script once a fixed postgres.js is used).
@@ -52,7 +55,11 @@ const connectionEdits = [
 const indexEdits = [
   [
     '    move(c, reserved)\n    c.reserved = () => queue.length\n      ? c.execute(queue.shift())\n      : move(c, reserved)\n    c.reserved.release = true\n\n    const sql = Sql(handler)\n    sql.release = () => {\n      c.reserved = null\n      onopen(c)\n    }\n',
-    `    move(c, reserved)\n    c.reserved = () => queue.length\n      ? c.execute(queue.shift())\n      : move(c, reserved)\n    c.reserved.release = true\n    const mine = c.reserved // ${MARK}: onclose() clears it when the connection dies\n\n    const sql = Sql(handler)\n    sql.release = () => {\n      if (c.reserved !== mine) return // ${MARK}: closed meanwhile, the pool has it back\n      c.reserved = null\n      onopen(c)\n    }\n`,
+    `    move(c, reserved)\n    c.reserved = () => queue.length\n      ? c.execute(queue.shift())\n      : move(c, reserved)\n    c.reserved.release = true\n    const mine = c.reserved // ${MARK}: onclose() clears it when the connection dies\n    mine.closed = (e) => { while (queue.length) queue.shift().reject(e) } // ${MARK}\n\n    const sql = Sql(handler)\n    sql.release = () => {\n      if (c.reserved !== mine) return // ${MARK}: closed meanwhile, the pool has it back\n      c.reserved = null\n      onopen(c)\n    }\n`,
+  ],
+  [
+    '  function onclose(c, e) {\n    move(c, closed)\n    c.reserved = null\n',
+    `  function onclose(c, e) {\n    move(c, closed)\n    const holder = c.reserved // ${MARK}: queries the holder queued are settled too\n    c.reserved = null\n    holder && holder.closed && holder.closed(e)\n`,
   ],
   [
     '    function handler(q) {\n      c.queue === full\n',

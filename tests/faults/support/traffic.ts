@@ -37,8 +37,9 @@ export function startTraffic(
   let running = true;
   let counter = 0;
 
-  const step = async (tenant: Tenant): Promise<Answer> => {
+  const step = async (tenant: Tenant, holder: { pick?: number } = {}): Promise<Answer> => {
     const pick = Math.floor(Math.random() * 8);
+    holder.pick = pick;
     counter += 1;
     switch (pick) {
       case 0:
@@ -87,8 +88,9 @@ export function startTraffic(
     while (running) {
       const tenant = tenants[(index + Math.floor(Math.random() * tenants.length)) % tenants.length]!;
       const at = performance.now();
+      const holder: { pick?: number } = {};
       try {
-        const answer = await step(tenant);
+        const answer = await step(tenant, holder);
         traffic.answers.push({ ...answer, at, tenant: tenant.organizationId });
       } catch (error) {
         traffic.answers.push({
@@ -96,7 +98,8 @@ export function startTraffic(
           body: null,
           text: String(error),
           ms: performance.now() - at,
-          path: 'transport',
+          // Which request it was (the step's pick), for the report.
+          path: `transport (step ${holder.pick})`,
           method: '',
           at,
           tenant: tenant.organizationId,
