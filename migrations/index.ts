@@ -6,6 +6,7 @@ import * as apiKeys from './0004_api_keys.js';
 import * as sessionStateNotify from './0005_session_state_notify.js';
 import * as tenantRoles from './0006_tenant_roles.js';
 import * as multiFactor from './0007_multi_factor.js';
+import * as webhooks from './0008_webhooks.js';
 
 /**
  * Every migration, in order. Listed statically (not read from the file system)
@@ -20,4 +21,5 @@ export const migrations: Record<string, Migration> = {
   '0005_session_state_notify': sessionStateNotify,
   '0006_tenant_roles': tenantRoles,
   '0007_multi_factor': multiFactor,
+  '0008_webhooks': webhooks,
 };

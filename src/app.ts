@@ -17,6 +17,7 @@ import { type RateLimitOptions, rateLimit } from './middleware/rate-limit.js';
 import { accessLog, requestId } from './middleware/request-context.js';
 import { securityHeaders } from './middleware/security-headers.js';
 import { clearSessionStates, credentialResolver, session } from './middleware/session.js';
+import { deliverAfterResponse } from './middleware/webhooks.js';
 import { createRouter } from './router.js';
 import { adminRoutes } from './routes/admin.js';
 import { apiKeyRoutes } from './routes/api-keys.js';
@@ -30,7 +31,10 @@ import { organizationSecurityRoutes } from './routes/organization-security.js';
 import { roleRoutes } from './routes/roles.js';
 import { sessionRoutes } from './routes/session.js';
 import { userRoutes } from './routes/users.js';
+import { webhookRoutes } from './routes/webhooks.js';
 import type { AppDeps, AppEnv } from './types.js';
+import { createSecretBox } from './webhooks/secrets.js';
+import { type UrlPolicy, urlPolicyFor } from './webhooks/url-policy.js';
 
 export interface CreateAppOptions {
   /** How the entry finds the client address (Node: x-forwarded-for, else the socket; Workers: CF-Connecting-IP). */
@@ -46,6 +50,14 @@ export interface CreateAppOptions {
    * one statement per authenticated request (Workers).
    */
   sessionStateCache?: SessionStateCache<SessionStateRow>;
+  /**
+   * Sends queued webhook deliveries after a request that queued some
+   * (Workers, through `background`). Node's deliverer is woken by the
+   * database's notification instead.
+   */
+  deliverWebhooks?: () => Promise<unknown>;
+  /** Every address a host name resolves to (Node): webhook URLs naming a private address are refused. */
+  resolveHost?: UrlPolicy['resolve'];
 }
 
 /**
@@ -74,6 +86,8 @@ export function createApp(deps: AppDeps, options: CreateAppOptions = {}) {
   use(accessLog({ logger }));
   use(securityHeaders(config.csp));
   use(cors({ origins: config.cors.origins }));
+  if (options.deliverWebhooks && options.background)
+    use(deliverAfterResponse(options.deliverWebhooks, options.background));
   use(bodyLimit());
   // Issue 14 item 7: cookie-bearing state changes only from the app's own
   // origins: APP_URL, AUTH_URL, and the ones CORS_ORIGIN names explicitly
@@ -118,6 +132,14 @@ export function createApp(deps: AppDeps, options: CreateAppOptions = {}) {
   app.route('/', apiKeyRoutes({ db, clock }));
   app.route('/', auditLogRoutes({ db }));
   app.route('/', organizationSecurityRoutes({ db }));
+  app.route(
+    '/',
+    webhookRoutes({
+      db,
+      secrets: createSecretBox(config.auth.secret),
+      urlPolicy: urlPolicyFor(config.webhooks, options.resolveHost),
+    }),
+  );
   app.route('/', userRoutes({ db, clock, graceDays: config.accountDeletionGraceDays }));
   app.route('/', cronRoutes({ db, clock, cronSecret: config.cronSecret, graceDays: config.accountDeletionGraceDays }));
 

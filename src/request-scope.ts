@@ -8,6 +8,8 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 export interface RequestScope {
   requestId: string;
   apiKeyId: string | null;
+  /** Set when the request's writes queued webhook deliveries (the Workers entry sends them after the answer). */
+  webhooksQueued?: boolean;
 }
 
 const storage = new AsyncLocalStorage<RequestScope>();

@@ -1,3 +1,4 @@
+import { lookup } from 'node:dns/promises';
 import { serve } from '@hono/node-server';
 import { createApp } from './app.js';
 import { sessionStateCacheFor } from './auth/session.js';
@@ -8,6 +9,11 @@ import { describeError } from './errors.js';
 import { createLogger } from './logger.js';
 import { answerClientErrors, LISTENER_OPTIONS, nodeClientIp } from './node-listener.js';
 import { createBatchedStdioSink } from './node-log-sink.js';
+import { delivererFor } from './webhooks/deliverer.js';
+import { startDeliveryLoop } from './webhooks/loop.js';
+
+/** Every address a host name resolves to (webhook URLs must not reach a private one). */
+const resolveHost = async (host: string) => (await lookup(host, { all: true })).map((entry) => entry.address);
 
 /** Node entry: the one place that reads process.env. */
 async function main(): Promise<void> {
@@ -33,8 +39,14 @@ async function main(): Promise<void> {
     {
       clientIp: nodeClientIp(config.rateLimit.trustedProxyHops),
       sessionStateCache: await sessionStateCacheFor(database),
+      resolveHost,
     },
   );
+  const deliveries = await startDeliveryLoop({
+    deliverer: delivererFor(config, { db: database.db, logger, resolve: resolveHost }),
+    database,
+    logger,
+  });
 
   const server = serve(
     { fetch: app.fetch, port: config.port, hostname: config.host, serverOptions: { ...LISTENER_OPTIONS } },
@@ -56,6 +68,8 @@ async function main(): Promise<void> {
     force.unref();
     // Stop accepting, let in-flight requests finish, then close the pool.
     server.close(async () => {
+      // Deliveries already claimed are sent and recorded before the pool closes (their lease would retry them anyway).
+      await deliveries.stop();
       await database.close().catch((error) => logger.error('db.close_failed', { error: describeError(error) }));
       logger.info('server.stopped', {});
       process.exit(0);

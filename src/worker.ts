@@ -8,6 +8,7 @@ import { openRequestScopedPostgres, type RequestScope } from './db/request-scope
 import { createRateLimitStore, logConfigWarnings } from './deps.js';
 import { describeError } from './errors.js';
 import { createLogger, type Logger } from './logger.js';
+import { type Deliverer, delivererFor } from './webhooks/deliverer.js';
 
 type Bindings = Record<string, unknown>;
 
@@ -20,7 +21,14 @@ interface Runtime {
   database: Database;
   scope: RequestScope;
   app: App;
+  deliverer: Deliverer;
 }
+
+/** wrangler.toml's webhook trigger: retries (and whatever a request's own send left) every minute. Other crons purge. */
+const WEBHOOK_CRON = '* * * * *';
+/** A request's sends after its answer stop claiming within waitUntil's 30 s; the cron's within its minute. */
+const AFTER_RESPONSE_BUDGET_MS = 15_000;
+const CRON_BUDGET_MS = 45_000;
 
 /**
  * Hyperdrive's connection string when the binding exists (production, and
@@ -53,6 +61,11 @@ function runtimeFor(env: Bindings): Runtime | ConfigError {
       const logger = createLogger({ level: config.logLevel });
       logConfigWarnings(logger, warnings);
       const { database, scope } = openRequestScopedPostgres({ url: config.database.url });
+      const deliverer = delivererFor(config, { db: database.db, logger });
+      const deliver = (budgetMs: number) =>
+        deliverer
+          .deliverDue({ budgetMs })
+          .catch((error: unknown) => logger.error('webhook.round_failed', { error: describeError(error) }));
       const app = createApp(
         { config, database, rateLimitStore: createRateLimitStore(config), logger },
         {
@@ -62,9 +75,11 @@ function runtimeFor(env: Bindings): Runtime | ConfigError {
           // Work after the answer (a password reset's mail, lastUsedAt) stays
           // in its request's lifetime: the connection closes after it.
           background: (task) => scope.keep(task),
+          // Sent on the request's connection after its answer; the cron trigger sends what this does not.
+          deliverWebhooks: () => deliver(AFTER_RESPONSE_BUDGET_MS),
         },
       );
-      runtime = { config, logger, database, scope, app };
+      runtime = { config, logger, database, scope, app, deliverer };
     } catch (error) {
       if (!(error instanceof ConfigError)) throw error;
       runtime = error;
@@ -74,11 +89,30 @@ function runtimeFor(env: Bindings): Runtime | ConfigError {
   return runtime;
 }
 
-/** The Workers cron trigger runs the same purge as POST /api/cron/purge-accounts, without HTTP. */
-async function scheduled(_controller: unknown, env: Bindings, ctx: ExecutionContext): Promise<void> {
+/**
+ * The Workers cron triggers: every minute, the webhook deliveries that are
+ * due (retries, and what a request's own send did not finish); otherwise
+ * the same purge as POST /api/cron/purge-accounts, without HTTP.
+ */
+async function scheduled(
+  controller: { cron?: string; scheduledTime?: number },
+  env: Bindings,
+  ctx: ExecutionContext,
+): Promise<void> {
   const runtime = runtimeFor(env);
   if (runtime instanceof ConfigError) {
     createLogger().error('config.invalid', { problems: runtime.problems });
+    return;
+  }
+  if (controller.cron === WEBHOOK_CRON) {
+    const { result, close } = runtime.scope.run(() =>
+      runtime.deliverer.deliverDue({ budgetMs: CRON_BUDGET_MS }).then(
+        () => undefined,
+        (error: unknown) => runtime.logger.error('webhook.round_failed', { error: describeError(error) }),
+      ),
+    );
+    ctx.waitUntil(close());
+    await result;
     return;
   }
   const { result, close } = runtime.scope.run(() =>

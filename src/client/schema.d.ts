@@ -2330,6 +2330,925 @@ export interface paths {
         };
         trace?: never;
     };
+    "/api/webhooks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The active organization's webhook endpoints (never their secrets) */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Endpoints, oldest first */
+                200: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Webhook"][];
+                    };
+                };
+                /** @description UNAUTHORIZED: no valid session */
+                401: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description FORBIDDEN, NO_ACTIVE_ORGANIZATION, INSUFFICIENT_PERMISSIONS, ACCOUNT_SCHEDULED_FOR_DELETION (and NOT_OWNER where stated) */
+                403: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                413: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description RATE_LIMITED */
+                429: {
+                    headers: {
+                        /** @description Requests allowed in the window */
+                        "X-RateLimit-Limit"?: string;
+                        /** @description Requests left in the window (0) */
+                        "X-RateLimit-Remaining"?: string;
+                        /** @description Unix seconds when the window or block ends */
+                        "X-RateLimit-Reset"?: string;
+                        /** @description Seconds to wait */
+                        "Retry-After"?: string;
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                500: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                503: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        /** Add a webhook endpoint to the active organization */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["CreateWebhook"];
+                };
+            };
+            responses: {
+                /** @description The endpoint, with its signing secret shown once */
+                201: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["CreatedWebhook"];
+                    };
+                };
+                /** @description VALIDATION_ERROR: malformed JSON, wrong types, unknown fields, bad ids or query */
+                400: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description UNAUTHORIZED: no valid session */
+                401: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description FORBIDDEN, NO_ACTIVE_ORGANIZATION, INSUFFICIENT_PERMISSIONS, ACCOUNT_SCHEDULED_FOR_DELETION (and NOT_OWNER where stated) */
+                403: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE or TARGET_NOT_ADMIN where the route can cause them */
+                409: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                413: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description UNSUPPORTED_MEDIA_TYPE: body is not JSON */
+                415: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description RATE_LIMITED */
+                429: {
+                    headers: {
+                        /** @description Requests allowed in the window */
+                        "X-RateLimit-Limit"?: string;
+                        /** @description Requests left in the window (0) */
+                        "X-RateLimit-Remaining"?: string;
+                        /** @description Unix seconds when the window or block ends */
+                        "X-RateLimit-Reset"?: string;
+                        /** @description Seconds to wait */
+                        "Retry-After"?: string;
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                500: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                503: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/webhooks/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Remove a webhook endpoint and its deliveries */
+        delete: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The endpoint is gone */
+                200: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** Format: uuid */
+                            id: string;
+                            /** @enum {boolean} */
+                            deleted: true;
+                        };
+                    };
+                };
+                /** @description VALIDATION_ERROR: malformed JSON, wrong types, unknown fields, bad ids or query */
+                400: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description UNAUTHORIZED: no valid session */
+                401: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description FORBIDDEN, NO_ACTIVE_ORGANIZATION, INSUFFICIENT_PERMISSIONS, ACCOUNT_SCHEDULED_FOR_DELETION (and NOT_OWNER where stated) */
+                403: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description NOT_FOUND: unknown id, or one of another organization */
+                404: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE or TARGET_NOT_ADMIN where the route can cause them */
+                409: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                413: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description RATE_LIMITED */
+                429: {
+                    headers: {
+                        /** @description Requests allowed in the window */
+                        "X-RateLimit-Limit"?: string;
+                        /** @description Requests left in the window (0) */
+                        "X-RateLimit-Remaining"?: string;
+                        /** @description Unix seconds when the window or block ends */
+                        "X-RateLimit-Reset"?: string;
+                        /** @description Seconds to wait */
+                        "Retry-After"?: string;
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                500: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                503: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        options?: never;
+        head?: never;
+        /** Change a webhook endpoint; enabling it again clears its failure streak */
+        patch: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["UpdateWebhook"];
+                };
+            };
+            responses: {
+                /** @description The endpoint */
+                200: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Webhook"];
+                    };
+                };
+                /** @description VALIDATION_ERROR: malformed JSON, wrong types, unknown fields, bad ids or query */
+                400: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description UNAUTHORIZED: no valid session */
+                401: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description FORBIDDEN, NO_ACTIVE_ORGANIZATION, INSUFFICIENT_PERMISSIONS, ACCOUNT_SCHEDULED_FOR_DELETION (and NOT_OWNER where stated) */
+                403: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description NOT_FOUND: unknown id, or one of another organization */
+                404: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE or TARGET_NOT_ADMIN where the route can cause them */
+                409: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                413: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description UNSUPPORTED_MEDIA_TYPE: body is not JSON */
+                415: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description RATE_LIMITED */
+                429: {
+                    headers: {
+                        /** @description Requests allowed in the window */
+                        "X-RateLimit-Limit"?: string;
+                        /** @description Requests left in the window (0) */
+                        "X-RateLimit-Remaining"?: string;
+                        /** @description Unix seconds when the window or block ends */
+                        "X-RateLimit-Reset"?: string;
+                        /** @description Seconds to wait */
+                        "Retry-After"?: string;
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                500: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                503: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        trace?: never;
+    };
+    "/api/webhooks/{id}/rotate-secret": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Replace the signing secret; the old one signs nothing from now on */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The new secret, shown once */
+                200: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** Format: uuid */
+                            id: string;
+                            secret: string;
+                        };
+                    };
+                };
+                /** @description VALIDATION_ERROR: malformed JSON, wrong types, unknown fields, bad ids or query */
+                400: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description UNAUTHORIZED: no valid session */
+                401: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description FORBIDDEN, NO_ACTIVE_ORGANIZATION, INSUFFICIENT_PERMISSIONS, ACCOUNT_SCHEDULED_FOR_DELETION (and NOT_OWNER where stated) */
+                403: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description NOT_FOUND: unknown id, or one of another organization */
+                404: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE or TARGET_NOT_ADMIN where the route can cause them */
+                409: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                413: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description RATE_LIMITED */
+                429: {
+                    headers: {
+                        /** @description Requests allowed in the window */
+                        "X-RateLimit-Limit"?: string;
+                        /** @description Requests left in the window (0) */
+                        "X-RateLimit-Remaining"?: string;
+                        /** @description Unix seconds when the window or block ends */
+                        "X-RateLimit-Reset"?: string;
+                        /** @description Seconds to wait */
+                        "Retry-After"?: string;
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                500: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                503: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/webhooks/{id}/test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Send one `webhook.test` event to this endpoint, whatever its filter */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Queued for delivery */
+                202: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** Format: uuid */
+                            deliveryId: string;
+                        };
+                    };
+                };
+                /** @description VALIDATION_ERROR: malformed JSON, wrong types, unknown fields, bad ids or query */
+                400: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description UNAUTHORIZED: no valid session */
+                401: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description FORBIDDEN, NO_ACTIVE_ORGANIZATION, INSUFFICIENT_PERMISSIONS, ACCOUNT_SCHEDULED_FOR_DELETION (and NOT_OWNER where stated) */
+                403: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description NOT_FOUND: unknown id, or one of another organization */
+                404: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE or TARGET_NOT_ADMIN where the route can cause them */
+                409: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                413: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description RATE_LIMITED */
+                429: {
+                    headers: {
+                        /** @description Requests allowed in the window */
+                        "X-RateLimit-Limit"?: string;
+                        /** @description Requests left in the window (0) */
+                        "X-RateLimit-Remaining"?: string;
+                        /** @description Unix seconds when the window or block ends */
+                        "X-RateLimit-Reset"?: string;
+                        /** @description Seconds to wait */
+                        "Retry-After"?: string;
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                500: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                503: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/webhooks/{id}/deliveries": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** An endpoint's deliveries, newest first */
+        get: {
+            parameters: {
+                query?: {
+                    limit?: number;
+                    cursor?: string;
+                };
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description A page of deliveries */
+                200: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            items: components["schemas"]["WebhookDelivery"][];
+                            nextCursor: string | null;
+                        };
+                    };
+                };
+                /** @description VALIDATION_ERROR: malformed JSON, wrong types, unknown fields, bad ids or query */
+                400: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description UNAUTHORIZED: no valid session */
+                401: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description FORBIDDEN, NO_ACTIVE_ORGANIZATION, INSUFFICIENT_PERMISSIONS, ACCOUNT_SCHEDULED_FOR_DELETION (and NOT_OWNER where stated) */
+                403: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description NOT_FOUND: unknown id, or one of another organization */
+                404: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                413: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description RATE_LIMITED */
+                429: {
+                    headers: {
+                        /** @description Requests allowed in the window */
+                        "X-RateLimit-Limit"?: string;
+                        /** @description Requests left in the window (0) */
+                        "X-RateLimit-Remaining"?: string;
+                        /** @description Unix seconds when the window or block ends */
+                        "X-RateLimit-Reset"?: string;
+                        /** @description Seconds to wait */
+                        "Retry-After"?: string;
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                500: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                503: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/users/me": {
         parameters: {
             query?: never;
@@ -3264,6 +4183,66 @@ export interface components {
         };
         OrganizationSecurityUpdate: {
             requireMfa: boolean;
+        };
+        CreatedWebhook: {
+            /** Format: uuid */
+            id: string;
+            url: string;
+            events: string[];
+            description: string | null;
+            enabled: boolean;
+            /** Format: date-time */
+            createdAt: string;
+            /** @description The signing secret (`whsec_` + base64 of 24 bytes). Shown here and on rotation only. */
+            secret: string;
+        };
+        CreateWebhook: {
+            /** @description https:// (http:// too outside production); no private addresses */
+            url: string;
+            /** @description Event names of the catalog, or ["*"] for every event (new ones included) */
+            events: ("*" | "api_key.created" | "api_key.revoked" | "member.added" | "member.removed" | "member.role_changed" | "role.created" | "role.updated" | "role.deleted" | "ownership.transferred" | "organization.security_updated")[];
+            description?: string | null;
+        };
+        Webhook: {
+            /** Format: uuid */
+            id: string;
+            url: string;
+            events: string[];
+            description: string | null;
+            enabled: boolean;
+            /** Format: date-time */
+            createdAt: string;
+            disabledReason: string | null;
+        };
+        UpdateWebhook: {
+            /** @description https:// (http:// too outside production); no private addresses */
+            url?: string;
+            /** @description Event names of the catalog, or ["*"] for every event (new ones included) */
+            events?: ("*" | "api_key.created" | "api_key.revoked" | "member.added" | "member.removed" | "member.role_changed" | "role.created" | "role.updated" | "role.deleted" | "ownership.transferred" | "organization.security_updated")[];
+            description?: string | null;
+            enabled?: boolean;
+        };
+        WebhookDelivery: {
+            /**
+             * Format: uuid
+             * @description The `webhook-id` header of every attempt
+             */
+            id: string;
+            /**
+             * Format: uuid
+             * @description The audit entry the event reports
+             */
+            eventId: string;
+            eventType: string;
+            /** @enum {string} */
+            status: "pending" | "succeeded" | "failed";
+            attempts: number;
+            lastStatusCode: number | null;
+            lastError: string | null;
+            /** Format: date-time */
+            nextAttemptAt: string | null;
+            /** Format: date-time */
+            createdAt: string;
         };
         Profile: {
             /** Format: uuid */

@@ -20,6 +20,12 @@ export const AUDIT_ACTIONS = [
   'user.passkey_added',
   'user.passkey_removed',
   'organization.security_updated',
+  'member.added',
+  'member.removed',
+  'webhook.created',
+  'webhook.updated',
+  'webhook.deleted',
+  'webhook.secret_rotated',
 ] as const;
 
 export type AuditAction = (typeof AUDIT_ACTIONS)[number];
@@ -49,7 +55,38 @@ function scrub(value: unknown): unknown {
   return value;
 }
 
-/** Writes one entry inside the caller's transaction, so it commits or rolls back with the change. */
+/**
+ * The events an organization's webhook endpoints subscribe to (API.md
+ * "Webhooks"): every audit action written for an organization, except
+ * `webhook.*` (audited, never delivered). Account actions (`user.*`,
+ * `account.*`) belong to no organization.
+ */
+export const WEBHOOK_EVENTS = [
+  'api_key.created',
+  'api_key.revoked',
+  'member.added',
+  'member.removed',
+  'member.role_changed',
+  'role.created',
+  'role.updated',
+  'role.deleted',
+  'ownership.transferred',
+  'organization.security_updated',
+] as const satisfies readonly AuditAction[];
+
+/** Audit actions that are never delivered as webhook events (API.md "Webhooks"). */
+export const isWebhookEvent = (action: string) => !action.startsWith('webhook.');
+
+/** ISO 8601 with milliseconds, as JSON dates are written everywhere else (Date#toISOString). */
+const iso = (column: string) => sql.raw(`to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`);
+
+/**
+ * Writes one entry inside the caller's transaction, so it commits or rolls
+ * back with the change. An organization's entry is also its webhook event:
+ * the same statement writes one delivery per enabled endpoint subscribed to
+ * the action (the transactional outbox; no route can forget it, and no
+ * committed change lacks its event or the reverse).
+ */
 export async function recordAudit(
   trx: Transaction<DB> | Kysely<DB>,
   { action, actorId, organizationId, metadata, requestId }: AuditEntry,
@@ -57,16 +94,37 @@ export async function recordAudit(
   const scope = currentRequestScope();
   // An action done with an API key names the key as the actor's means.
   const means = scope?.apiKeyId ? { via: { type: 'api_key', apiKeyId: scope.apiKeyId } } : {};
-  await trx
-    .insertInto('audit_logs')
-    .values({
-      tenant_id: organizationId,
-      actor_id: actorId,
-      action,
-      // As text, cast by the server: postgres.js binds a string to a jsonb
-      // parameter as a JSON string scalar ("{\"keyId\":…}"), not an object.
-      metadata: sql<string>`${JSON.stringify(scrub({ ...metadata, ...means }))}::text::jsonb`,
-      request_id: requestId ?? scope?.requestId ?? null,
-    })
-    .execute();
+  // As text, cast by the server: postgres.js binds a string to a jsonb
+  // parameter as a JSON string scalar ("{\"keyId\":…}"), not an object.
+  const json = sql<string>`${JSON.stringify(scrub({ ...metadata, ...means }))}::text::jsonb`;
+  const request = requestId ?? scope?.requestId ?? null;
+  if (!organizationId || !isWebhookEvent(action)) {
+    await trx
+      .insertInto('audit_logs')
+      .values({ tenant_id: organizationId, actor_id: actorId, action, metadata: json, request_id: request })
+      .execute();
+    return;
+  }
+  const { numAffectedRows } = await sql`
+    WITH entry AS (
+      INSERT INTO audit_logs (tenant_id, actor_id, action, metadata, request_id)
+      VALUES (${organizationId}, ${actorId}, ${action}, ${json}, ${request})
+      RETURNING id, tenant_id, actor_id, action, metadata, created_at
+    )
+    INSERT INTO webhook_deliveries (tenant_id, endpoint_id, event_id, event_type, payload)
+    SELECT entry.tenant_id, w.id, entry.id, entry.action,
+           jsonb_build_object(
+             'type', entry.action,
+             'timestamp', ${iso('entry.created_at')},
+             'data', jsonb_build_object(
+               'id', entry.id, 'action', entry.action, 'actorId', entry.actor_id,
+               'organizationId', entry.tenant_id, 'metadata', entry.metadata,
+               'createdAt', ${iso('entry.created_at')}
+             )
+           )
+    FROM entry
+    JOIN webhook_endpoints w ON w.tenant_id = entry.tenant_id
+    WHERE w.enabled AND (entry.action = ANY (w.events) OR '*' = ANY (w.events))
+  `.execute(trx);
+  if (scope && numAffectedRows) scope.webhooksQueued = true;
 }

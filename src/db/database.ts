@@ -175,6 +175,41 @@ export interface PasskeysTable {
   created_at: Timestamp;
 }
 
+/** An organization's webhook endpoint; `secret` is the signing secret encrypted under AUTH_SECRET. */
+export interface WebhookEndpointsTable {
+  id: Generated<string>;
+  tenant_id: string;
+  url: string;
+  events: string[];
+  description: string | null;
+  secret: string;
+  enabled: Generated<boolean>;
+  disabled_reason: string | null;
+  failing_since: NullableTimestamp;
+  created_at: Timestamp;
+  updated_at: Timestamp;
+}
+
+export type DeliveryStatus = 'pending' | 'succeeded' | 'failed';
+
+/** One event for one endpoint (the outbox); the row id is the `webhook-id` of every attempt. */
+export interface WebhookDeliveriesTable {
+  id: Generated<string>;
+  tenant_id: string;
+  endpoint_id: string;
+  event_id: string;
+  event_type: string;
+  payload: ColumnType<Record<string, unknown>, string, string>;
+  status: ColumnType<DeliveryStatus, DeliveryStatus | undefined, DeliveryStatus>;
+  attempts: Generated<number>;
+  last_status_code: number | null;
+  last_error: string | null;
+  next_attempt_at: NullableTimestamp;
+  locked_until: NullableTimestamp;
+  created_at: Timestamp;
+  updated_at: Timestamp;
+}
+
 export interface DB {
   users: UsersTable;
   sessions: SessionsTable;
@@ -190,6 +225,8 @@ export interface DB {
   api_keys: ApiKeysTable;
   two_factors: TwoFactorsTable;
   passkeys: PasskeysTable;
+  webhook_endpoints: WebhookEndpointsTable;
+  webhook_deliveries: WebhookDeliveriesTable;
 }
 
 export type User = Selectable<UsersTable>;

@@ -14,12 +14,15 @@ export interface Scope {
   keyOwnerId?: string;
   /** `app.actor_id`: with no tenant named, the audit entries this user caused. */
   actorId?: string;
+  /** `app.webhook_deliverer`: 'on' for the deliverer's statements, which claim and settle every organization's deliveries. */
+  webhookDeliverer?: 'on';
 }
 
 const SETTINGS = {
   tenantId: 'app.tenant_id',
   keyOwnerId: 'app.key_owner_id',
   actorId: 'app.actor_id',
+  webhookDeliverer: 'app.webhook_deliverer',
 } as const satisfies Record<keyof Scope, string>;
 
 /** Sets the given scope in one statement: the only place the service calls set_config. */

@@ -2,6 +2,7 @@ import type { Context } from 'hono';
 import type { Kysely, Transaction } from 'kysely';
 import type { OrganizationTarget } from '../auth/access.js';
 import { loadSessionState } from '../auth/session.js';
+import { recordAudit } from '../db/audit.js';
 import type { DB } from '../db/database.js';
 import { revokeKeys } from '../db/queries/api-keys.js';
 import { lockOwners } from '../db/queries/members.js';
@@ -158,7 +159,7 @@ export async function afterOrganizationCall(
   }
   if (path === '/organization/accept-invitation') {
     // The library ignores what beforeAcceptInvitation returns: set the role after.
-    const invitation = record.invitation as { role?: string | null; organizationId: string } | undefined;
+    const invitation = record.invitation as { id?: unknown; role?: string | null; organizationId: string } | undefined;
     const member = record.member as JsonObject | undefined;
     if (!invitation || !member || typeof member.id !== 'string') return body;
     await setTenant(trx, invitation.organizationId);
@@ -173,6 +174,19 @@ export async function afterOrganizationCall(
       .set({ role_id: role.id, role: libraryRoleFor(role.slug) })
       .where('id', '=', member.id)
       .execute();
+    await recordAudit(trx, {
+      action: 'member.added',
+      actorId: call.session?.user.id ?? null,
+      organizationId: invitation.organizationId,
+      metadata: {
+        memberId: member.id,
+        userId: typeof member.userId === 'string' ? member.userId : null,
+        roleId: role.id,
+        roleSlug: role.slug,
+        invitationId: typeof invitation.id === 'string' ? invitation.id : null,
+      },
+      requestId: call.requestId,
+    });
     return {
       ...record,
       invitation: { ...invitation, role: role.slug },
@@ -186,6 +200,18 @@ export async function afterOrganizationCall(
         ? call.session?.user.id
         : undefined;
   if (typeof removed === 'string' && call.organizationId) {
+    const member = path === '/organization/remove-member' ? (record.member as JsonObject | undefined) : undefined;
+    await recordAudit(trx, {
+      action: 'member.removed',
+      actorId: call.session?.user.id ?? null,
+      organizationId: call.organizationId,
+      metadata: {
+        userId: removed,
+        ...(typeof member?.id === 'string' ? { memberId: member.id } : {}),
+        reason: path === '/organization/leave' ? 'left' : 'removed',
+      },
+      requestId: call.requestId,
+    });
     // Issue 14 item 9: a member who leaves or is removed keeps no key of that organization; rejoining revives none.
     await revokeKeys(trx, {
       tenantId: call.organizationId,

@@ -307,8 +307,10 @@ describe('OpenAPI document (DOCS_ENABLED=true)', () => {
       }
       expect(arrays.sort()).toEqual([
         'PATCH /api/roles/{id} permissions',
+        'PATCH /api/webhooks/{id} events',
         'POST /api/api-keys scopes',
         'POST /api/roles permissions',
+        'POST /api/webhooks events',
       ]);
       expect(bodyOf('/api/api-keys', 'post').properties.scopes).toMatchObject({
         minItems: 1,

@@ -41,6 +41,7 @@ interface Fixture {
   member: TestMember;
   keyId: string;
   invitationId: string;
+  webhookId: string;
 }
 
 interface Built {
@@ -83,6 +84,16 @@ const BUILDERS: Record<string, (a: Fixture, caller: { id: string; email: string 
   'GET /api/organization/security': () => ({ path: '/api/organization/security' }),
   // Writing it off is what any session may do (turning it on needs a multi-factor one).
   'PATCH /api/organization/security': () => ({ path: '/api/organization/security', body: { requireMfa: false } }),
+  'POST /api/webhooks': () => ({
+    path: '/api/webhooks',
+    body: { url: 'https://93.184.215.14/matrix', events: ['role.created'] },
+  }),
+  'GET /api/webhooks': () => ({ path: '/api/webhooks' }),
+  'PATCH /api/webhooks/{id}': (a) => ({ path: `/api/webhooks/${a.webhookId}`, body: { description: 'matrix' } }),
+  'DELETE /api/webhooks/{id}': (a) => ({ path: `/api/webhooks/${a.webhookId}` }),
+  'POST /api/webhooks/{id}/rotate-secret': (a) => ({ path: `/api/webhooks/${a.webhookId}/rotate-secret` }),
+  'POST /api/webhooks/{id}/test': (a) => ({ path: `/api/webhooks/${a.webhookId}/test` }),
+  'GET /api/webhooks/{id}/deliveries': (a) => ({ path: `/api/webhooks/${a.webhookId}/deliveries` }),
   'GET /api/admin/users': () => ({ path: '/api/admin/users' }),
   'PATCH /api/admin/users/{id}/role': (a) => ({
     path: `/api/admin/users/${a.member.id}/role`,
@@ -153,7 +164,23 @@ describe('authorization matrix', () => {
     );
     const pending = uniqueEmail('pending');
     await expectStatus(await invite(t, owner, { email: pending, role: 'member', organizationId: org.id }), 200);
-    a = { org, customRole, viewerRole, admin, member, keyId: key.id, invitationId: invitationIdFromMail(t, pending) };
+    const webhook = await expectStatus<{ id: string }>(
+      await call(t, '/api/webhooks', {
+        body: { url: 'https://93.184.215.14/fixture', events: ['*'] },
+        jar: owner.jar,
+      }),
+      201,
+    );
+    a = {
+      org,
+      customRole,
+      viewerRole,
+      admin,
+      member,
+      keyId: key.id,
+      invitationId: invitationIdFromMail(t, pending),
+      webhookId: webhook.id,
+    };
 
     walk = await walkRoutes(t, owner.jar);
     const needed = new Set<string>([

@@ -1,0 +1,299 @@
+import { type Kysely, sql, type Transaction } from 'kysely';
+import { ApiError } from '../../errors.js';
+import { currentRequestScope } from '../../request-scope.js';
+import { recordAudit } from '../audit.js';
+import type { DB } from '../database.js';
+import { decodeCursor, paginate } from '../pagination.js';
+import { setScope, withTenant } from '../tenant.js';
+
+/** What the management routes return (never the secret). */
+const ENDPOINT_COLUMNS = ['id', 'url', 'events', 'description', 'enabled', 'disabled_reason', 'created_at'] as const;
+
+interface Actor {
+  tenantId: string;
+  actorId: string;
+  requestId: string;
+}
+
+export function listEndpoints(db: Kysely<DB>, tenantId: string) {
+  return withTenant(db, tenantId, (trx) =>
+    trx
+      .selectFrom('webhook_endpoints')
+      .select(ENDPOINT_COLUMNS)
+      .where('tenant_id', '=', tenantId)
+      .orderBy('created_at')
+      .orderBy('id')
+      .execute(),
+  );
+}
+
+/** Creates an endpoint with its (sealed) secret, audited as `webhook.created`. */
+export function createEndpoint(
+  db: Kysely<DB>,
+  input: { url: string; events: string[]; description: string | null; sealedSecret: string },
+  { tenantId, actorId, requestId }: Actor,
+) {
+  return withTenant(db, tenantId, async (trx) => {
+    const endpoint = await trx
+      .insertInto('webhook_endpoints')
+      .values({
+        tenant_id: tenantId,
+        url: input.url,
+        events: input.events,
+        description: input.description,
+        secret: input.sealedSecret,
+      })
+      .returning(ENDPOINT_COLUMNS)
+      .executeTakeFirstOrThrow();
+    await recordAudit(trx, {
+      action: 'webhook.created',
+      actorId,
+      organizationId: tenantId,
+      metadata: { webhookId: endpoint.id, url: endpoint.url, events: endpoint.events },
+      requestId,
+    });
+    return endpoint;
+  });
+}
+
+/** The organization's endpoint, locked for the change (404 when it is not the organization's). */
+async function lockEndpoint(trx: Transaction<DB>, tenantId: string, id: string, lock = true) {
+  const query = trx
+    .selectFrom('webhook_endpoints')
+    .select(ENDPOINT_COLUMNS)
+    .where('tenant_id', '=', tenantId)
+    .where('id', '=', id);
+  const endpoint = await (lock ? query.forUpdate() : query).executeTakeFirst();
+  if (!endpoint) throw new ApiError('NOT_FOUND', 'Webhook not found');
+  return endpoint;
+}
+
+/** A disabled endpoint's pending events are failed: it receives nothing until enabled again. */
+async function failPending(trx: Transaction<DB>, endpointId: string, now: Date) {
+  await trx
+    .updateTable('webhook_deliveries')
+    .set({ status: 'failed', next_attempt_at: null, last_error: 'Endpoint disabled', updated_at: now })
+    .where('endpoint_id', '=', endpointId)
+    .where('status', '=', 'pending')
+    .where('event_type', '<>', 'webhook.test')
+    .execute();
+}
+
+/** Applies the given fields, audited as `webhook.updated` with the names of the fields changed. */
+export function updateEndpoint(
+  db: Kysely<DB>,
+  id: string,
+  changes: { url?: string; events?: string[]; description?: string | null; enabled?: boolean },
+  { tenantId, actorId, requestId }: Actor,
+) {
+  return withTenant(db, tenantId, async (trx) => {
+    await lockEndpoint(trx, tenantId, id);
+    const endpoint = await trx
+      .updateTable('webhook_endpoints')
+      .set({
+        ...changes,
+        // Enabling again starts with a clean slate; disabling by hand names no failure.
+        ...(changes.enabled !== undefined ? { disabled_reason: null, failing_since: null } : {}),
+        updated_at: new Date(),
+      })
+      .where('tenant_id', '=', tenantId)
+      .where('id', '=', id)
+      .returning(ENDPOINT_COLUMNS)
+      .executeTakeFirstOrThrow();
+    if (changes.enabled === false) await failPending(trx, id, new Date());
+    await recordAudit(trx, {
+      action: 'webhook.updated',
+      actorId,
+      organizationId: tenantId,
+      metadata: { webhookId: id, fields: Object.keys(changes).sort() },
+      requestId,
+    });
+    return endpoint;
+  });
+}
+
+export function deleteEndpoint(db: Kysely<DB>, id: string, { tenantId, actorId, requestId }: Actor) {
+  return withTenant(db, tenantId, async (trx) => {
+    const endpoint = await lockEndpoint(trx, tenantId, id);
+    await trx.deleteFrom('webhook_endpoints').where('tenant_id', '=', tenantId).where('id', '=', id).execute();
+    await recordAudit(trx, {
+      action: 'webhook.deleted',
+      actorId,
+      organizationId: tenantId,
+      metadata: { webhookId: id, url: endpoint.url },
+      requestId,
+    });
+  });
+}
+
+/** Replaces the secret: the old one signs nothing from the commit on (deliveries read it at send time). */
+export function rotateSecret(
+  db: Kysely<DB>,
+  id: string,
+  sealedSecret: string,
+  { tenantId, actorId, requestId }: Actor,
+) {
+  return withTenant(db, tenantId, async (trx) => {
+    await lockEndpoint(trx, tenantId, id);
+    await trx
+      .updateTable('webhook_endpoints')
+      .set({ secret: sealedSecret, updated_at: new Date() })
+      .where('tenant_id', '=', tenantId)
+      .where('id', '=', id)
+      .execute();
+    await recordAudit(trx, {
+      action: 'webhook.secret_rotated',
+      actorId,
+      organizationId: tenantId,
+      metadata: { webhookId: id },
+      requestId,
+    });
+  });
+}
+
+/** One `webhook.test` event for this endpoint only, whatever its filter (not an audit entry). */
+export function enqueueTest(db: Kysely<DB>, id: string, { tenantId, actorId }: Actor) {
+  return withTenant(db, tenantId, async (trx) => {
+    await lockEndpoint(trx, tenantId, id);
+    const eventId = crypto.randomUUID();
+    const now = new Date().toISOString();
+    const payload = {
+      type: 'webhook.test',
+      timestamp: now,
+      data: { id: eventId, action: 'webhook.test', actorId, organizationId: tenantId, metadata: {}, createdAt: now },
+    };
+    const delivery = await trx
+      .insertInto('webhook_deliveries')
+      .values({
+        tenant_id: tenantId,
+        endpoint_id: id,
+        event_id: eventId,
+        event_type: 'webhook.test',
+        payload: sql<string>`${JSON.stringify(payload)}::text::jsonb`,
+      })
+      .returning('id')
+      .executeTakeFirstOrThrow();
+    const scope = currentRequestScope();
+    if (scope) scope.webhooksQueued = true;
+    return { deliveryId: delivery.id };
+  });
+}
+
+/** GET /api/webhooks/:id/deliveries: newest first, the shared cursor paging. */
+export function deliveriesPage(
+  db: Kysely<DB>,
+  tenantId: string,
+  endpointId: string,
+  page: { limit: number; cursor?: string },
+) {
+  // A bad cursor is the client's 400 whether or not the endpoint exists.
+  if (page.cursor !== undefined) decodeCursor(page.cursor);
+  return withTenant(db, tenantId, async (trx) => {
+    await lockEndpoint(trx, tenantId, endpointId, false);
+    return paginate(
+      trx
+        .selectFrom('webhook_deliveries')
+        .select([
+          'id',
+          'event_id',
+          'event_type',
+          'status',
+          'attempts',
+          'last_status_code',
+          'last_error',
+          'next_attempt_at',
+          'created_at',
+        ])
+        .where('tenant_id', '=', tenantId)
+        .where('endpoint_id', '=', endpointId),
+      page,
+    );
+  });
+}
+
+// --- the deliverer's side: across organizations (app.webhook_deliverer) ----------------------
+
+export interface ClaimedDelivery {
+  id: string;
+  tenant_id: string;
+  endpoint_id: string;
+  payload: Record<string, unknown>;
+  attempts: number;
+  url: string;
+  secret: string;
+  failing_since: Date | null;
+}
+
+/**
+ * Leases up to `limit` due deliveries (FOR UPDATE SKIP LOCKED, so two
+ * instances never take the same one) until `leaseUntil`, counting the attempt.
+ * A lease that expires (the instance died mid-send) makes the delivery due again.
+ */
+export function claimDue(db: Kysely<DB>, { now, leaseUntil, limit }: { now: Date; leaseUntil: Date; limit: number }) {
+  return db.transaction().execute(async (trx) => {
+    await setScope(trx, { tenantId: '', webhookDeliverer: 'on' });
+    const { rows } = await sql<ClaimedDelivery>`
+      WITH due AS (
+        SELECT d.id FROM webhook_deliveries d
+        JOIN webhook_endpoints w ON w.id = d.endpoint_id
+        WHERE d.status = 'pending' AND (d.next_attempt_at IS NULL OR d.next_attempt_at <= ${now})
+          AND (d.locked_until IS NULL OR d.locked_until <= ${now})
+          -- A disabled endpoint receives only what its test button sends.
+          AND (w.enabled OR d.event_type = 'webhook.test')
+        ORDER BY d.next_attempt_at NULLS FIRST, d.created_at
+        LIMIT ${limit}
+        FOR UPDATE OF d SKIP LOCKED
+      )
+      UPDATE webhook_deliveries d
+      SET locked_until = ${leaseUntil}, attempts = d.attempts + 1, updated_at = ${now}
+      FROM due, webhook_endpoints w
+      WHERE d.id = due.id AND w.id = d.endpoint_id
+      RETURNING d.id, d.tenant_id, d.endpoint_id, d.payload, d.attempts, w.url, w.secret, w.failing_since
+    `.execute(trx);
+    return rows;
+  });
+}
+
+export interface AttemptOutcome {
+  id: string;
+  endpointId: string;
+  succeeded: boolean;
+  statusCode: number | null;
+  error: string | null;
+  /** When to try again; null: no retry left (the delivery is failed). */
+  retryAt: Date | null;
+  now: Date;
+  /** The endpoint has failed for long enough: disable it with this reason. */
+  disable: string | null;
+}
+
+/** Settles one attempt: the delivery's state, and the endpoint's failure streak. */
+export function settleAttempt(db: Kysely<DB>, outcome: AttemptOutcome) {
+  return db.transaction().execute(async (trx) => {
+    await setScope(trx, { webhookDeliverer: 'on' });
+    await trx
+      .updateTable('webhook_deliveries')
+      .set({
+        status: outcome.succeeded ? 'succeeded' : outcome.retryAt ? 'pending' : 'failed',
+        last_status_code: outcome.statusCode,
+        last_error: outcome.error,
+        next_attempt_at: outcome.succeeded ? null : outcome.retryAt,
+        locked_until: null,
+        updated_at: outcome.now,
+      })
+      .where('id', '=', outcome.id)
+      .execute();
+    await trx
+      .updateTable('webhook_endpoints')
+      .set(
+        outcome.succeeded
+          ? { failing_since: null }
+          : outcome.disable
+            ? { enabled: false, disabled_reason: outcome.disable }
+            : { failing_since: sql`coalesce(failing_since, ${outcome.now})` },
+      )
+      .where('id', '=', outcome.endpointId)
+      .execute();
+    if (outcome.disable) await failPending(trx, outcome.endpointId, outcome.now);
+  });
+}

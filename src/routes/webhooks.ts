@@ -1,0 +1,273 @@
+import { z } from '@hono/zod-openapi';
+import type { Kysely } from 'kysely';
+import { WEBHOOK_EVENTS } from '../db/audit.js';
+import type { DB } from '../db/database.js';
+import { PageQuerySchema } from '../db/pagination.js';
+import {
+  createEndpoint,
+  deleteEndpoint,
+  deliveriesPage,
+  enqueueTest,
+  listEndpoints,
+  rotateSecret,
+  updateEndpoint,
+} from '../db/queries/webhooks.js';
+import { ApiError } from '../errors.js';
+import { access, sessionOf } from '../middleware/guard.js';
+import { createRouter, defineRoute, jsonContent } from '../router.js';
+import { generateWebhookSecret, type SecretBox } from '../webhooks/secrets.js';
+import { checkWebhookUrl, type UrlPolicy } from '../webhooks/url-policy.js';
+import { IdParams, uniqueArray, updateBody } from './schemas.js';
+
+const EventName = z.enum(['*', ...WEBHOOK_EVENTS]);
+
+const Events = uniqueArray(EventName, { min: 1, max: WEBHOOK_EVENTS.length, what: 'event' })
+  .refine((events) => !events.includes('*') || events.length === 1, {
+    message: '"*" subscribes to every event and stands alone',
+  })
+  .describe('Event names of the catalog, or ["*"] for every event (new ones included)');
+
+const Url = z.string().min(1).max(2048).describe('https:// (http:// too outside production); no private addresses');
+const Description = z.string().max(200);
+
+const WebhookSchema = z
+  .object({
+    id: z.uuid(),
+    url: z.string(),
+    events: z.array(z.string()),
+    description: z.string().nullable(),
+    enabled: z.boolean(),
+    createdAt: z.iso.datetime(),
+    disabledReason: z.string().nullable(),
+  })
+  .openapi('Webhook');
+
+const CreatedWebhookSchema = WebhookSchema.omit({ disabledReason: true })
+  .extend({
+    secret: z.string().describe('The signing secret (`whsec_` + base64 of 24 bytes). Shown here and on rotation only.'),
+  })
+  .openapi('CreatedWebhook');
+
+const CreateWebhookSchema = z
+  .object({ url: Url, events: Events, description: Description.nullable().optional() })
+  .strict()
+  .openapi('CreateWebhook');
+
+const UpdateWebhookSchema = updateBody('UpdateWebhook', {
+  url: Url.optional(),
+  events: Events.optional(),
+  description: Description.nullable().optional(),
+  enabled: z.boolean().optional(),
+});
+
+const DeliverySchema = z
+  .object({
+    id: z.uuid().describe('The `webhook-id` header of every attempt'),
+    eventId: z.uuid().describe('The audit entry the event reports'),
+    eventType: z.string(),
+    status: z.enum(['pending', 'succeeded', 'failed']),
+    attempts: z.number().int(),
+    lastStatusCode: z.number().int().nullable(),
+    lastError: z.string().nullable(),
+    nextAttemptAt: z.iso.datetime().nullable(),
+    createdAt: z.iso.datetime(),
+  })
+  .openapi('WebhookDelivery');
+
+const read = access.permissions('organizations:read');
+const write = access.permissions('organizations:write');
+
+const createRoute = defineRoute({
+  method: 'post',
+  path: '/api/webhooks',
+  access: write,
+  summary: 'Add a webhook endpoint to the active organization',
+  request: { body: { content: { 'application/json': { schema: CreateWebhookSchema } }, required: true } },
+  responses: { 201: jsonContent(CreatedWebhookSchema, 'The endpoint, with its signing secret shown once') },
+});
+
+const listRoute = defineRoute({
+  method: 'get',
+  path: '/api/webhooks',
+  access: read,
+  summary: "The active organization's webhook endpoints (never their secrets)",
+  responses: { 200: jsonContent(z.array(WebhookSchema), 'Endpoints, oldest first') },
+});
+
+const updateRoute = defineRoute({
+  method: 'patch',
+  path: '/api/webhooks/{id}',
+  access: write,
+  summary: 'Change a webhook endpoint; enabling it again clears its failure streak',
+  request: {
+    params: IdParams,
+    body: { content: { 'application/json': { schema: UpdateWebhookSchema } }, required: true },
+  },
+  responses: { 200: jsonContent(WebhookSchema, 'The endpoint') },
+});
+
+const deleteRoute = defineRoute({
+  method: 'delete',
+  path: '/api/webhooks/{id}',
+  access: write,
+  summary: 'Remove a webhook endpoint and its deliveries',
+  request: { params: IdParams },
+  responses: { 200: jsonContent(z.object({ id: z.uuid(), deleted: z.literal(true) }), 'The endpoint is gone') },
+});
+
+const rotateRoute = defineRoute({
+  method: 'post',
+  path: '/api/webhooks/{id}/rotate-secret',
+  access: write,
+  summary: 'Replace the signing secret; the old one signs nothing from now on',
+  request: { params: IdParams },
+  responses: { 200: jsonContent(z.object({ id: z.uuid(), secret: z.string() }), 'The new secret, shown once') },
+});
+
+const testRoute = defineRoute({
+  method: 'post',
+  path: '/api/webhooks/{id}/test',
+  access: write,
+  summary: 'Send one `webhook.test` event to this endpoint, whatever its filter',
+  request: { params: IdParams },
+  responses: { 202: jsonContent(z.object({ deliveryId: z.uuid() }), 'Queued for delivery') },
+});
+
+const deliveriesRoute = defineRoute({
+  method: 'get',
+  path: '/api/webhooks/{id}/deliveries',
+  access: read,
+  summary: "An endpoint's deliveries, newest first",
+  request: { params: IdParams, query: PageQuerySchema },
+  responses: {
+    200: jsonContent(
+      z.object({ items: z.array(DeliverySchema), nextCursor: z.string().nullable() }),
+      'A page of deliveries',
+    ),
+  },
+});
+
+const iso = (value: Date | null) => (value ? new Date(value).toISOString() : null);
+
+function toWebhook(row: {
+  id: string;
+  url: string;
+  events: string[];
+  description: string | null;
+  enabled: boolean;
+  disabled_reason: string | null;
+  created_at: Date;
+}) {
+  return {
+    id: row.id,
+    url: row.url,
+    events: row.events,
+    description: row.description,
+    enabled: row.enabled,
+    createdAt: new Date(row.created_at).toISOString(),
+    disabledReason: row.disabled_reason,
+  };
+}
+
+/** API.md "Webhooks": an organization's endpoints, managed with organizations:write, read with organizations:read. */
+export function webhookRoutes({
+  db,
+  secrets,
+  urlPolicy,
+}: {
+  db: Kysely<DB>;
+  secrets: SecretBox;
+  urlPolicy: UrlPolicy;
+}) {
+  const checkedUrl = async (url: string) => {
+    const verdict = await checkWebhookUrl(url, urlPolicy);
+    if (!verdict.ok)
+      throw new ApiError('VALIDATION_ERROR', 'Request validation failed', {
+        details: [{ path: 'url', message: verdict.reason }],
+      });
+    return verdict.url.href;
+  };
+  const actorOf = (c: Parameters<typeof sessionOf>[0]) => {
+    const session = sessionOf(c);
+    return {
+      tenantId: session.session.activeOrganizationId!,
+      actorId: session.user.id,
+      requestId: c.get('requestId'),
+    };
+  };
+
+  return createRouter()
+    .openapi(createRoute, async (c) => {
+      const { url, events, description } = c.req.valid('json');
+      const secret = generateWebhookSecret();
+      const endpoint = await createEndpoint(
+        db,
+        {
+          url: await checkedUrl(url),
+          events,
+          description: description ?? null,
+          sealedSecret: await secrets.seal(secret),
+        },
+        actorOf(c),
+      );
+      const { disabledReason: _, ...created } = toWebhook(endpoint);
+      return c.json({ ...created, secret }, 201);
+    })
+    .openapi(listRoute, async (c) => {
+      const rows = await listEndpoints(db, sessionOf(c).session.activeOrganizationId!);
+      return c.json(rows.map(toWebhook), 200);
+    })
+    .openapi(updateRoute, async (c) => {
+      const { id } = c.req.valid('param');
+      const { url, ...changes } = c.req.valid('json');
+      const endpoint = await updateEndpoint(
+        db,
+        id,
+        { ...changes, ...(url !== undefined ? { url: await checkedUrl(url) } : {}) },
+        actorOf(c),
+      );
+      return c.json(toWebhook(endpoint), 200);
+    })
+    .openapi(deleteRoute, async (c) => {
+      const { id } = c.req.valid('param');
+      await deleteEndpoint(db, id, actorOf(c));
+      return c.json({ id, deleted: true as const }, 200);
+    })
+    .openapi(rotateRoute, async (c) => {
+      const { id } = c.req.valid('param');
+      const secret = generateWebhookSecret();
+      await rotateSecret(db, id, await secrets.seal(secret), actorOf(c));
+      return c.json({ id, secret }, 200);
+    })
+    .openapi(testRoute, async (c) => {
+      const { id } = c.req.valid('param');
+      return c.json(await enqueueTest(db, id, actorOf(c)), 202);
+    })
+    .openapi(deliveriesRoute, async (c) => {
+      const { id } = c.req.valid('param');
+      const { items, nextCursor } = await deliveriesPage(
+        db,
+        sessionOf(c).session.activeOrganizationId!,
+        id,
+        c.req.valid('query'),
+      );
+      return c.json(
+        {
+          items: items.map((row) => ({
+            id: row.id,
+            eventId: row.event_id,
+            eventType: row.event_type,
+            status: row.status,
+            attempts: row.attempts,
+            lastStatusCode: row.last_status_code,
+            lastError: row.last_error,
+            // A new delivery is due at once: its creation time.
+            nextAttemptAt: row.status === 'pending' ? iso(row.next_attempt_at ?? row.created_at) : null,
+            createdAt: new Date(row.created_at).toISOString(),
+          })),
+          nextCursor,
+        },
+        200,
+      );
+    });
+}

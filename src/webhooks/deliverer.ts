@@ -1,0 +1,190 @@
+import type { Kysely } from 'kysely';
+import type { Clock } from '../clock.js';
+import type { Config } from '../config.js';
+import type { DB } from '../db/database.js';
+import { type ClaimedDelivery, claimDue, settleAttempt } from '../db/queries/webhooks.js';
+import { describeError } from '../errors.js';
+import type { Logger } from '../logger.js';
+import { createSecretBox, type SecretBox } from './secrets.js';
+import { deliveryHeaders } from './signing.js';
+import { checkWebhookUrl, type UrlPolicy, urlPolicyFor } from './url-policy.js';
+
+/** API.md: a 2xx within 10 s succeeds. */
+export const DELIVERY_TIMEOUT_MS = 10_000;
+/** An endpoint whose deliveries have all failed for this long is disabled. */
+export const DISABLE_AFTER_MS = 5 * 24 * 60 * 60 * 1000;
+/** What a delivery's `lastError` keeps of a response body. */
+const EXCERPT = 200;
+
+/** The start of a response body, read no further than needed (a receiver's body may be large or endless). */
+async function readExcerpt(response: Response): Promise<string> {
+  const reader = response.body?.getReader();
+  if (!reader) return '';
+  const chunks: Uint8Array[] = [];
+  let length = 0;
+  try {
+    while (length < EXCERPT) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      chunks.push(value);
+      length += value.length;
+    }
+  } catch {
+    // What arrived is enough to describe the failure.
+  } finally {
+    reader.cancel().catch(() => {});
+  }
+  const bytes = new Uint8Array(length);
+  let offset = 0;
+  for (const chunk of chunks) {
+    bytes.set(chunk, offset);
+    offset += chunk.length;
+  }
+  return new TextDecoder().decode(bytes.slice(0, EXCERPT)).replace(/\uFFFD$/, '');
+}
+
+export interface DelivererOptions {
+  db: Kysely<DB>;
+  secrets: SecretBox;
+  /** Seconds before each retry (WEBHOOK_RETRY_SCHEDULE); after the last, the delivery is failed. */
+  retrySchedule: readonly number[];
+  urlPolicy: UrlPolicy;
+  logger: Logger;
+  clock?: Clock;
+  timeoutMs?: number;
+  /** Deliveries in flight at once (and claimed per round): memory stays bounded whatever the backlog. */
+  concurrency?: number;
+}
+
+export interface DeliveryRun {
+  attempted: number;
+  succeeded: number;
+}
+
+/**
+ * Sends due deliveries at least once: claim a batch under a lease, send each
+ * signed (Standard Webhooks), record the outcome, repeat until none is due.
+ * Redirects are not followed (a 3xx is a failure); the URL is checked again
+ * before each attempt (a name may have come to resolve to a private address).
+ */
+export function createDeliverer(options: DelivererOptions) {
+  const { db, secrets, retrySchedule, urlPolicy, logger } = options;
+  const clock = options.clock ?? (() => new Date());
+  const timeoutMs = options.timeoutMs ?? DELIVERY_TIMEOUT_MS;
+  const concurrency = options.concurrency ?? 8;
+  // A lease outlives the attempt (timeout + the time to record it): no other instance sends it meanwhile.
+  const leaseMs = timeoutMs + 20_000;
+  let stopped = false;
+  // Stopping aborts the sends in flight: each is recorded as due again at once, for whichever instance runs next.
+  const stopping = new AbortController();
+
+  async function send(
+    delivery: ClaimedDelivery,
+  ): Promise<{ statusCode: number | null; error: string | null; interrupted?: boolean }> {
+    const verdict = await checkWebhookUrl(delivery.url, urlPolicy);
+    if (!verdict.ok) return { statusCode: null, error: `URL refused: ${verdict.reason}` };
+    const body = JSON.stringify(delivery.payload);
+    const secret = await secrets.open(delivery.secret);
+    try {
+      const response = await fetch(verdict.url, {
+        method: 'POST',
+        headers: await deliveryHeaders(secret, delivery.id, clock(), body),
+        body,
+        redirect: 'manual',
+        signal: AbortSignal.any([AbortSignal.timeout(timeoutMs), stopping.signal]),
+      });
+      if (response.status >= 200 && response.status < 300) {
+        await response.body?.cancel();
+        return { statusCode: response.status, error: null };
+      }
+      const excerpt = await readExcerpt(response);
+      return {
+        statusCode: response.status,
+        error: `HTTP ${response.status}${excerpt ? `: ${excerpt}` : ''}`.slice(0, EXCERPT),
+      };
+    } catch (error) {
+      if (stopping.signal.aborted)
+        return { statusCode: null, error: 'Interrupted: the instance was stopping', interrupted: true };
+      const { name, message } = error instanceof Error ? error : { name: 'Error', message: String(error) };
+      const cause = error instanceof Error && error.cause instanceof Error ? ` (${error.cause.message})` : '';
+      return { statusCode: null, error: `${name}: ${message}${cause}`.slice(0, EXCERPT) };
+    }
+  }
+
+  async function attempt(delivery: ClaimedDelivery): Promise<boolean> {
+    const { statusCode, error, interrupted } = await send(delivery);
+    const now = clock();
+    const succeeded = error === null;
+    const delay = retrySchedule[delivery.attempts - 1];
+    const failingFor = delivery.failing_since ? now.getTime() - new Date(delivery.failing_since).getTime() : 0;
+    await settleAttempt(db, {
+      id: delivery.id,
+      endpointId: delivery.endpoint_id,
+      succeeded,
+      statusCode,
+      error,
+      retryAt: interrupted ? now : succeeded || delay === undefined ? null : new Date(now.getTime() + delay * 1000),
+      now,
+      disable: !succeeded && failingFor >= DISABLE_AFTER_MS ? 'Every delivery failed for 5 days' : null,
+    });
+    logger[succeeded ? 'info' : 'warn']('webhook.delivery', {
+      deliveryId: delivery.id,
+      endpointId: delivery.endpoint_id,
+      attempt: delivery.attempts,
+      statusCode,
+      ...(error ? { error } : {}),
+    });
+    return succeeded;
+  }
+
+  return {
+    /**
+     * Sends what is due, `concurrency` at a time: each of that many workers
+     * claims one delivery, sends it, records it, and claims the next, until
+     * none is due or `budgetMs` has passed (no new claim after it). Memory
+     * holds at most `concurrency` deliveries, whatever the backlog.
+     */
+    async deliverDue({ budgetMs }: { budgetMs?: number } = {}): Promise<DeliveryRun> {
+      const until = budgetMs === undefined ? Number.POSITIVE_INFINITY : Date.now() + budgetMs;
+      const run: DeliveryRun = { attempted: 0, succeeded: 0 };
+      const worker = async () => {
+        while (Date.now() < until && !stopped) {
+          const now = clock();
+          const [delivery] = await claimDue(db, { now, leaseUntil: new Date(now.getTime() + leaseMs), limit: 1 });
+          if (!delivery) return;
+          run.attempted += 1;
+          const succeeded = await attempt(delivery).catch((error) => {
+            // The lease expires and the delivery is tried again: at least once.
+            logger.error('webhook.delivery_failed', { deliveryId: delivery.id, error: describeError(error) });
+            return false;
+          });
+          if (succeeded) run.succeeded += 1;
+        }
+      };
+      await Promise.all(Array.from({ length: concurrency }, worker));
+      return run;
+    },
+    /** Claims nothing more; deliveries already claimed are sent and recorded by the runs that hold them. */
+    stop() {
+      stopped = true;
+      stopping.abort();
+    },
+  };
+}
+
+export type Deliverer = ReturnType<typeof createDeliverer>;
+
+/** The deliverer the configuration describes (secrets under AUTH_SECRET, WEBHOOK_* settings). */
+export function delivererFor(
+  config: Config,
+  deps: { db: Kysely<DB>; logger: Logger; clock?: Clock; resolve?: UrlPolicy['resolve'] },
+): Deliverer {
+  return createDeliverer({
+    db: deps.db,
+    logger: deps.logger,
+    clock: deps.clock,
+    secrets: createSecretBox(config.auth.secret),
+    retrySchedule: config.webhooks.retrySchedule,
+    urlPolicy: urlPolicyFor(config.webhooks, deps.resolve),
+  });
+}

@@ -1,0 +1,152 @@
+import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Webhook } from 'standardwebhooks';
+import { createDeliverer, type DelivererOptions } from '../../src/webhooks/deliverer.js';
+import { createSecretBox } from '../../src/webhooks/secrets.js';
+import type { TestApp } from './app.js';
+import { call, expectStatus } from './http.js';
+import type { Actor } from './orgs.js';
+
+/** What a test receiver does with one request. */
+export type Answer =
+  | { status: number; body?: string; headers?: Record<string, string> }
+  /** Never answers (the deliverer's timeout ends it). */
+  | 'hang'
+  /** Destroys the socket without an answer. */
+  | 'close';
+
+export interface Received {
+  headers: IncomingHttpHeaders;
+  body: string;
+}
+
+export interface Receiver {
+  url: string;
+  received: Received[];
+  /** Requests being answered right now, and the most there ever were at once. */
+  inFlight: { now: number; max: number };
+  close(): Promise<void>;
+}
+
+/**
+ * A real HTTP receiver on loopback (node:http): `answer` decides each
+ * response from the number of requests received before it.
+ */
+export async function startReceiver(
+  answer: (index: number) => Answer | Promise<Answer> = () => ({ status: 200 }),
+): Promise<Receiver> {
+  const received: Received[] = [];
+  const inFlight = { now: 0, max: 0 };
+  const server: Server = createServer((request, response) => {
+    const chunks: Buffer[] = [];
+    request.on('data', (chunk: Buffer) => chunks.push(chunk));
+    request.on('end', async () => {
+      const index = received.length;
+      received.push({ headers: request.headers, body: Buffer.concat(chunks).toString('utf8') });
+      inFlight.now += 1;
+      inFlight.max = Math.max(inFlight.max, inFlight.now);
+      const done = () => {
+        inFlight.now -= 1;
+      };
+      const decided = await answer(index);
+      if (decided === 'hang') {
+        request.socket.on('close', done);
+        return;
+      }
+      if (decided === 'close') {
+        done();
+        request.socket.destroy();
+        return;
+      }
+      done();
+      response.writeHead(decided.status, decided.headers ?? {});
+      response.end(decided.body ?? '');
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}/hook`,
+    received,
+    inFlight,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+/** Verifies one received delivery with the reference implementation (standardwebhooks) and returns its body. */
+export function verified(secret: string, delivery: Received): WebhookEvent {
+  const headers = {
+    'webhook-id': String(delivery.headers['webhook-id']),
+    'webhook-timestamp': String(delivery.headers['webhook-timestamp']),
+    'webhook-signature': String(delivery.headers['webhook-signature']),
+  };
+  return new Webhook(secret).verify(delivery.body, headers) as WebhookEvent;
+}
+
+export interface WebhookEvent {
+  type: string;
+  timestamp: string;
+  data: {
+    id: string;
+    action: string;
+    actorId: string | null;
+    organizationId: string;
+    metadata: Record<string, unknown>;
+    createdAt: string;
+  };
+}
+
+export interface CreatedWebhook {
+  id: string;
+  url: string;
+  events: string[];
+  description: string | null;
+  enabled: boolean;
+  createdAt: string;
+  secret: string;
+}
+
+export async function createWebhook(
+  t: TestApp,
+  actor: Actor,
+  body: { url: string; events: string[]; description?: string },
+): Promise<CreatedWebhook> {
+  return expectStatus<CreatedWebhook>(await call(t, '/api/webhooks', { body, jar: actor.jar }), 201);
+}
+
+export interface DeliveryRecord {
+  id: string;
+  eventId: string;
+  eventType: string;
+  status: 'pending' | 'succeeded' | 'failed';
+  attempts: number;
+  lastStatusCode: number | null;
+  lastError: string | null;
+  nextAttemptAt: string | null;
+  createdAt: string;
+}
+
+export async function deliveriesOf(t: TestApp, actor: Actor, webhookId: string): Promise<DeliveryRecord[]> {
+  const page = await expectStatus<{ items: DeliveryRecord[] }>(
+    await call(t, `/api/webhooks/${webhookId}/deliveries?limit=100`, { jar: actor.jar }),
+    200,
+  );
+  return page.items;
+}
+
+/** The service's deliverer on the test app's database, clock and configuration. */
+export function testDeliverer(t: TestApp, options: Partial<DelivererOptions> = {}) {
+  return createDeliverer({
+    db: t.db,
+    logger: t.logger,
+    clock: t.clock,
+    secrets: createSecretBox(t.config.auth.secret),
+    retrySchedule: t.config.webhooks.retrySchedule,
+    urlPolicy: { httpsOnly: false, allowPrivate: true },
+    ...options,
+  });
+}
