@@ -81,6 +81,9 @@ export default defineConfig({
             'tests/auth/second-factor*.test.ts',
             'tests/auth/passkeys.test.ts',
             'tests/routes/organization-security.test.ts',
+            // Webhooks on a server: the outbox statement, SKIP LOCKED leases, row-level security of both tables.
+            'tests/webhooks/**/*.test.ts',
+            'tests/routes/webhooks.test.ts',
             'tests/middleware/rate-limit*.test.ts',
             'tests/rate-limit-store.test.ts',
             'tests/integration/**/*.test.ts',

@@ -75,11 +75,14 @@ export function createDeliverer(options: DelivererOptions) {
   // A lease outlives the attempt (timeout + the time to record it): no other instance sends it meanwhile.
   const leaseMs = timeoutMs + 20_000;
   let stopped = false;
-  // Stopping aborts the sends in flight: each is recorded as due again at once, for whichever instance runs next.
-  const stopping = new AbortController();
+  // Stopping aborts the sends in flight: each is recorded as due again at once,
+  // for whichever instance runs next. One controller per run: on Workers an
+  // AbortSignal belongs to the request (or cron event) that made it.
+  const runs = new Set<AbortController>();
 
   async function send(
     delivery: ClaimedDelivery,
+    stopping: AbortSignal,
   ): Promise<{ statusCode: number | null; error: string | null; interrupted?: boolean }> {
     const verdict = await checkWebhookUrl(delivery.url, urlPolicy);
     if (!verdict.ok) return { statusCode: null, error: `URL refused: ${verdict.reason}` };
@@ -91,7 +94,7 @@ export function createDeliverer(options: DelivererOptions) {
         headers: await deliveryHeaders(secret, delivery.id, clock(), body),
         body,
         redirect: 'manual',
-        signal: AbortSignal.any([AbortSignal.timeout(timeoutMs), stopping.signal]),
+        signal: AbortSignal.any([AbortSignal.timeout(timeoutMs), stopping]),
       });
       if (response.status >= 200 && response.status < 300) {
         await response.body?.cancel();
@@ -103,7 +106,7 @@ export function createDeliverer(options: DelivererOptions) {
         error: `HTTP ${response.status}${excerpt ? `: ${excerpt}` : ''}`.slice(0, EXCERPT),
       };
     } catch (error) {
-      if (stopping.signal.aborted)
+      if (stopping.aborted)
         return { statusCode: null, error: 'Interrupted: the instance was stopping', interrupted: true };
       const { name, message } = error instanceof Error ? error : { name: 'Error', message: String(error) };
       const cause = error instanceof Error && error.cause instanceof Error ? ` (${error.cause.message})` : '';
@@ -111,8 +114,8 @@ export function createDeliverer(options: DelivererOptions) {
     }
   }
 
-  async function attempt(delivery: ClaimedDelivery): Promise<boolean> {
-    const { statusCode, error, interrupted } = await send(delivery);
+  async function attempt(delivery: ClaimedDelivery, stopping: AbortSignal): Promise<boolean> {
+    const { statusCode, error, interrupted } = await send(delivery, stopping);
     const now = clock();
     const succeeded = error === null;
     const delay = retrySchedule[delivery.attempts - 1];
@@ -147,13 +150,15 @@ export function createDeliverer(options: DelivererOptions) {
     async deliverDue({ budgetMs }: { budgetMs?: number } = {}): Promise<DeliveryRun> {
       const until = budgetMs === undefined ? Number.POSITIVE_INFINITY : Date.now() + budgetMs;
       const run: DeliveryRun = { attempted: 0, succeeded: 0 };
+      const stopping = new AbortController();
+      runs.add(stopping);
       const worker = async () => {
         while (Date.now() < until && !stopped) {
           const now = clock();
           const [delivery] = await claimDue(db, { now, leaseUntil: new Date(now.getTime() + leaseMs), limit: 1 });
           if (!delivery) return;
           run.attempted += 1;
-          const succeeded = await attempt(delivery).catch((error) => {
+          const succeeded = await attempt(delivery, stopping.signal).catch((error) => {
             // The lease expires and the delivery is tried again: at least once.
             logger.error('webhook.delivery_failed', { deliveryId: delivery.id, error: describeError(error) });
             return false;
@@ -161,13 +166,17 @@ export function createDeliverer(options: DelivererOptions) {
           if (succeeded) run.succeeded += 1;
         }
       };
-      await Promise.all(Array.from({ length: concurrency }, worker));
+      try {
+        await Promise.all(Array.from({ length: concurrency }, worker));
+      } finally {
+        runs.delete(stopping);
+      }
       return run;
     },
     /** Claims nothing more; deliveries already claimed are sent and recorded by the runs that hold them. */
     stop() {
       stopped = true;
-      stopping.abort();
+      for (const run of runs) run.abort();
     },
   };
 }

@@ -8,6 +8,7 @@ import { ALL_PERMISSIONS } from '../support/orgs.js';
 import { withDatabaseName } from '../support/servers.js';
 import { startUpstashServer, type UpstashServer } from '../support/upstash-server.js';
 import { PASSWORD, uniqueEmail } from '../support/users.js';
+import { type Receiver, selfSignedCertificate, startReceiver, verified } from '../support/webhooks.js';
 import { releaseDatabase } from './support/pooler.js';
 import { firstLink, startMailCapture } from './support/servers.js';
 import { freePort, randomSecret, startWranglerDev, type WranglerDev } from './support/wrangler.js';
@@ -60,6 +61,7 @@ describe('the worker in workerd (wrangler dev) against PostgreSQL and the Upstas
   let upstash: UpstashServer;
   let mail: Awaited<ReturnType<typeof startMailCapture>>;
   let worker: WranglerDev;
+  let receiver: Receiver;
   const emailKey = `re_e2e_${randomSecret(24)}`;
 
   beforeAll(async () => {
@@ -80,6 +82,10 @@ describe('the worker in workerd (wrangler dev) against PostgreSQL and the Upstas
     upstash = await startUpstashServer({ redisUrl: redisUrl.toString(), token: randomSecret(32) });
     await flushRateLimits();
     mail = await startMailCapture();
+    // An https:// webhook receiver (production takes no other), trusted by workerd through SSL_CERT_FILE:
+    // its first answer is a 500, so the retry is the cron trigger's.
+    const tls = selfSignedCertificate();
+    receiver = await startReceiver((index) => (index === 0 ? { status: 500 } : { status: 200 }), { tls });
     const port = await freePort();
     worker = await startWranglerDev({
       port,
@@ -99,10 +105,14 @@ describe('the worker in workerd (wrangler dev) against PostgreSQL and the Upstas
         EMAIL_API_URL: mail.url,
         EMAIL_FROM: 'Gatehouse <no-reply@gatehouse.test>',
         CRON_SECRET: randomSecret(32),
+        // The receiver is on loopback; retries after 1 s.
+        WEBHOOK_ALLOW_PRIVATE_URLS: 'true',
+        WEBHOOK_RETRY_SCHEDULE: '1',
       }),
       // The runtime role (not the owner), through PgBouncer: row-level security applies as in production.
       env: {
         CLOUDFLARE_HYPERDRIVE_LOCAL_CONNECTION_STRING_HYPERDRIVE: withDatabaseName(servers.poolerAppUrl, databaseName),
+        SSL_CERT_FILE: tls.certFile,
       },
     });
   });
@@ -110,7 +120,7 @@ describe('the worker in workerd (wrangler dev) against PostgreSQL and the Upstas
   afterAll(async () => {
     await worker?.stop();
     if (upstash) await flushRateLimits();
-    await Promise.all([upstash?.close(), mail?.close()]);
+    await Promise.all([upstash?.close(), mail?.close(), receiver?.close()]);
     await releaseDatabase(servers.poolerUrl, databaseName).catch(() => {});
     const owner = postgres(servers.pgUrl, { max: 1, onnotice: () => {} });
     await owner.unsafe(`drop database if exists "${databaseName}" with (force)`);
@@ -370,6 +380,36 @@ describe('the worker in workerd (wrangler dev) against PostgreSQL and the Upstas
       user: { email, twoFactorEnabled: true },
       session: { mfa: true },
     });
+  });
+
+  it('delivers a webhook after the answer (waitUntil) and retries it from the every-minute cron trigger, signed', async () => {
+    const webhook = await json<{ id: string; secret: string }>(
+      await call('/api/webhooks', { body: { url: receiver.url, events: ['role.created'] }, jar }),
+      201,
+    );
+    await json(await call('/api/roles', { body: { name: 'Hooked', permissions: ['roles:read'] }, jar }), 201);
+    // Sent right after the answer; the receiver refuses it (500).
+    await expect.poll(() => receiver.received.length, { timeout: 15_000 }).toBe(1);
+    await expect
+      .poll(async () => (await json(await call(`/api/webhooks/${webhook.id}/deliveries`, { jar }), 200)).items[0], {
+        timeout: 10_000,
+      })
+      .toMatchObject({ status: 'pending', attempts: 1, lastStatusCode: 500 });
+    await new Promise((resolve) => setTimeout(resolve, 1_100));
+    // The cron trigger of wrangler.toml that sends what is due.
+    const scheduled = await fetch(`${worker.url}/__scheduled?cron=${encodeURIComponent('* * * * *')}`);
+    expect(scheduled.status).toBe(200);
+    await expect.poll(() => receiver.received.length, { timeout: 15_000 }).toBe(2);
+    const [first, second] = receiver.received;
+    expect(second!.headers['webhook-id']).toBe(first!.headers['webhook-id']);
+    const event = verified(webhook.secret, second!);
+    expect(event).toMatchObject({ type: 'role.created', data: { action: 'role.created' } });
+    expect(verified(webhook.secret, first!)).toEqual(event);
+    await expect
+      .poll(async () => (await json(await call(`/api/webhooks/${webhook.id}/deliveries`, { jar }), 200)).items[0], {
+        timeout: 10_000,
+      })
+      .toMatchObject({ status: 'succeeded', attempts: 2, lastStatusCode: 200 });
   });
 
   it('answers 429 RATE_LIMITED from the auth tier, with its four headers, once the limit is spent', async () => {

@@ -16,7 +16,10 @@
  * and that the instances share what must be shared:
  *
  *   4. the auth-tier budget of one client address (3 failures on A + 2 on B exhaust it),
- *   5. the purge job run on both at the same moment: each due account purged once.
+ *   5. the purge job run on both at the same moment: each due account purged once,
+ *   6. webhook deliveries: both instances' deliverers (woken at commit by
+ *      NOTIFY gatehouse_webhooks) at work on one outbox send each event
+ *      exactly once to a receiver that answers 200.
  *
  * A third instance, C, runs with RATE_LIMIT_ENABLED=false (spec §8 rule 4: a
  * supported setting): nothing then stands between a request's arrival and
@@ -37,6 +40,7 @@ import { CookieJar } from '../support/http.js';
 import { eachLine, freePort } from '../support/process.js';
 import { testServers, withDatabaseName } from '../support/servers.js';
 import { startUpstashServer, type UpstashServer } from '../support/upstash-server.js';
+import { startReceiver, verified } from '../support/webhooks.js';
 
 const ORIGIN = 'http://localhost:3000';
 const PASSWORD = 'correct horse battery staple';
@@ -311,6 +315,8 @@ describe('two Node instances on one PostgreSQL and one Redis', { timeout: 180_00
         CRON_SECRET,
         // Scheduling deletion makes the account due at once (case 5).
         ACCOUNT_DELETION_GRACE_DAYS: '0',
+        // The webhook receiver of case 6 is on loopback.
+        WEBHOOK_ALLOW_PRIVATE_URLS: 'true',
       };
       [a, b, c] = await Promise.all([
         startInstance('A', env),
@@ -623,6 +629,58 @@ describe('two Node instances on one PostgreSQL and one Redis', { timeout: 180_00
             (line.level === 'error' && line.event !== 'rate_limit.store_failed'),
         ),
       ).toEqual([]);
+    }
+  });
+
+  it('two deliverers on one outbox send each webhook event exactly once, signed', async () => {
+    const receiver = await startReceiver(async () => {
+      // A little slow, so both instances are sending at the same time.
+      await sleep(20);
+      return { status: 200 };
+    });
+    try {
+      const admin = await newUser(a, 'webhook-owner');
+      await newOrganization(a, admin);
+      const created = expectAnswer(
+        await a.request('/api/webhooks', {
+          body: { url: receiver.url, events: ['role.created'] },
+          jar: admin.jar,
+          ip: admin.ip,
+        }),
+        201,
+      );
+      const count = 30;
+      await Promise.all(
+        Array.from({ length: count }, (_, i) =>
+          (i % 2 ? a : b)
+            .request('/api/roles', {
+              body: { name: `Hook role ${i}`, permissions: ['roles:read'] },
+              jar: admin.jar,
+              ip: admin.ip,
+            })
+            .then((answer) => expectAnswer(answer, 201)),
+        ),
+      );
+      const deadline = Date.now() + 30_000;
+      while (receiver.received.length < count && Date.now() < deadline) await sleep(50);
+      // Anything sent twice would arrive within this.
+      await sleep(1_000);
+      const ids = receiver.received.map((r) => String(r.headers['webhook-id']));
+      expect(ids).toHaveLength(count);
+      expect(new Set(ids).size).toBe(count);
+      const events = receiver.received.map((r) => verified(created.secret, r));
+      expect(new Set(events.map((e) => e.data.id)).size).toBe(count);
+      expect(events.every((e) => e.type === 'role.created')).toBe(true);
+      // Row-level security binds the owner too (FORCE): it reads as the deliverer does.
+      const rows = await owner.begin(async (trx) => {
+        await trx`select set_config('app.webhook_deliverer', 'on', true)`;
+        return trx<{ status: string; attempts: number }[]>`
+          select status, attempts from webhook_deliveries where endpoint_id = ${created.id}`;
+      });
+      expect(rows).toHaveLength(count);
+      expect(rows.every((row) => row.status === 'succeeded' && row.attempts === 1)).toBe(true);
+    } finally {
+      await receiver.close();
     }
   });
 });

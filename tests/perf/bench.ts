@@ -8,7 +8,7 @@
  * bench-results/ (git-ignored). Never run from the test suite.
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { rmSync } from 'node:fs';
+import { readFileSync, rmSync } from 'node:fs';
 import { mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -23,6 +23,7 @@ import { createMemoryLogger } from '../../src/logger.js';
 import { createMemoryStore } from '../../src/rate-limit-store.js';
 import { liveClient, type Mail, PASSWORD } from '../support/live-client.js';
 import { eachLine, freePort } from '../support/process.js';
+import { startReceiver } from '../support/webhooks.js';
 import { runWorkerBench } from './bench-worker.js';
 import { seedBenchTenant } from './seed.js';
 
@@ -100,6 +101,74 @@ async function start(command: string[], env: Record<string, string>, port: numbe
         child.once('exit', () => resolve());
         child.kill('SIGTERM');
       }),
+  };
+}
+
+/**
+ * 1,000 events to a slow endpoint (each answer after 250 ms): how long until
+ * all are delivered, how many the receiver saw at once (the deliverer's
+ * bound), and the service's resident memory before and at its peak
+ * (/proc/<pid>/status), so a backlog is seen to cost bounded memory.
+ */
+async function webhookBurst(server: Child, cookie: string): Promise<Record<string, number>> {
+  const EVENTS = 1_000;
+  const DELAY_MS = 250;
+  const receiver = await startReceiver(async () => {
+    await new Promise((r) => setTimeout(r, DELAY_MS));
+    return { status: 200 };
+  });
+  const base = `http://127.0.0.1:${server.port}`;
+  const headers = { cookie, origin: ORIGIN, 'content-type': 'application/json' };
+  const created = await fetch(`${base}/api/webhooks`, {
+    method: 'POST',
+    headers,
+    body: JSON.stringify({ url: receiver.url, events: ['role.created'] }),
+  });
+  const { id } = (await created.json()) as { id: string };
+  const rss = () => {
+    const status = readFileSync(`/proc/${server.process.pid}/status`, 'utf8');
+    return Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0) / 1024;
+  };
+  const rssBefore = rss();
+  let rssPeak = rssBefore;
+  const sampler = setInterval(() => {
+    rssPeak = Math.max(rssPeak, rss());
+  }, 100);
+  const began = performance.now();
+  let next = 0;
+  const roles: string[] = [];
+  await Promise.all(
+    Array.from({ length: 20 }, async () => {
+      while (next < EVENTS) {
+        next += 1;
+        const res = await fetch(`${base}/api/roles`, {
+          method: 'POST',
+          headers,
+          body: JSON.stringify({ name: `burst ${process.pid} ${next}`, permissions: ['roles:read'] }),
+        });
+        if (res.status === 201) roles.push(((await res.json()) as { id: string }).id);
+      }
+    }),
+  );
+  const writtenS = (performance.now() - began) / 1000;
+  const deadline = Date.now() + 600_000;
+  while (receiver.received.length < EVENTS && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+  const deliveredS = (performance.now() - began) / 1000;
+  clearInterval(sampler);
+  await receiver.close();
+  await fetch(`${base}/api/webhooks/${id}`, { method: 'DELETE', headers });
+  for (const role of roles) await fetch(`${base}/api/roles/${role}`, { method: 'DELETE', headers });
+  const round = (n: number) => Math.round(n * 10) / 10;
+  return {
+    events: EVENTS,
+    receiverDelayMs: DELAY_MS,
+    writtenInS: round(writtenS),
+    deliveredInS: round(deliveredS),
+    delivered: receiver.received.length,
+    distinctWebhookIds: new Set(receiver.received.map((r) => String(r.headers['webhook-id']))).size,
+    receiverMaxInFlight: receiver.inFlight.max,
+    rssBeforeMiB: round(rssBefore),
+    rssPeakMiB: round(rssPeak),
   };
 }
 
@@ -332,39 +401,61 @@ async function main() {
     sql.listRoles ?? null,
   );
   let counter = 0;
+  /** Create a role, then delete it: one write pair, each with its audit entry. */
+  const rolePair = (label: string): autocannon.Request[] => [
+    {
+      method: 'POST',
+      path: '/api/roles',
+      headers: { cookie: seeded.cookie, 'content-type': 'application/json' },
+      setupRequest: (req) => {
+        counter += 1;
+        return {
+          ...req,
+          body: JSON.stringify({ name: `bench ${label} ${process.pid} ${counter}`, permissions: ['roles:read'] }),
+        };
+      },
+      onResponse: (status, body, context) => {
+        if (status === 201) (context as Record<string, unknown>).roleId = (JSON.parse(body) as { id: string }).id;
+      },
+    },
+    {
+      method: 'DELETE',
+      headers: { cookie: seeded.cookie },
+      setupRequest: (req, context) => ({
+        ...req,
+        path: `/api/roles/${String((context as Record<string, unknown>).roleId)}`,
+      }),
+    },
+  ];
   record(
     '6 POST+DELETE /api/roles (writes with audit; per pair)',
-    await run({
-      name: 'roles-write',
-      port,
-      requests: [
-        {
-          method: 'POST',
-          path: '/api/roles',
-          headers: { cookie: seeded.cookie, 'content-type': 'application/json' },
-          setupRequest: (req) => {
-            counter += 1;
-            return {
-              ...req,
-              body: JSON.stringify({ name: `bench role ${process.pid} ${counter}`, permissions: ['roles:read'] }),
-            };
-          },
-          onResponse: (status, body, context) => {
-            if (status === 201) (context as Record<string, unknown>).roleId = (JSON.parse(body) as { id: string }).id;
-          },
-        },
-        {
-          method: 'DELETE',
-          headers: { cookie: seeded.cookie },
-          setupRequest: (req, context) => ({
-            ...req,
-            path: `/api/roles/${String((context as Record<string, unknown>).roleId)}`,
-          }),
-        },
-      ],
-    }),
+    await run({ name: 'roles-write', port, requests: rolePair('role') }),
     sql.createDeleteRole ?? null,
   );
+  // 6b: the same pair with a webhook endpoint subscribed to both events: the
+  // outbox's INSERT in the write's transaction, and the in-process deliverer
+  // sending to a loopback receiver meanwhile (it shares the cores).
+  const hooked = await startReceiver();
+  const hook = await fetch(`http://127.0.0.1:${port}/api/webhooks`, {
+    method: 'POST',
+    headers: { cookie: seeded.cookie, origin: ORIGIN, 'content-type': 'application/json' },
+    body: JSON.stringify({ url: hooked.url, events: ['role.created', 'role.deleted'] }),
+  });
+  if (hook.status !== 201) throw new Error(`webhook not created: ${hook.status} ${await hook.text()}`);
+  const hookId = ((await hook.json()) as { id: string }).id;
+  record(
+    '6b POST+DELETE /api/roles, a webhook subscribed (per pair)',
+    await run({ name: 'roles-write-webhook', port, requests: rolePair('hooked') }),
+    sql.createDeleteRole === undefined ? null : sql.createDeleteRole + 2,
+  );
+  await fetch(`http://127.0.0.1:${port}/api/webhooks/${hookId}`, {
+    method: 'DELETE',
+    headers: { cookie: seeded.cookie, origin: ORIGIN },
+  });
+  notes.webhookWritePair = { delivered: hooked.received.length };
+  await hooked.close();
+  if (!ONLY || ONLY === 'webhook-burst') notes.webhookBurst = await webhookBurst(server, seeded.cookie);
+
   record(
     '9 GET /api/roles with an API key',
     await run({ name: 'api-key', port, requests: get('/api/roles', { authorization: `Bearer ${seeded.apiKey}` }) }),

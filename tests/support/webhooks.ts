@@ -1,5 +1,10 @@
-import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { createServer, type IncomingHttpHeaders, type RequestListener, type Server } from 'node:http';
+import { createServer as createTlsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Webhook } from 'standardwebhooks';
 import { createDeliverer, type DelivererOptions } from '../../src/webhooks/deliverer.js';
 import { createSecretBox } from '../../src/webhooks/secrets.js';
@@ -34,10 +39,11 @@ export interface Receiver {
  */
 export async function startReceiver(
   answer: (index: number) => Answer | Promise<Answer> = () => ({ status: 200 }),
+  options: { tls?: SelfSigned } = {},
 ): Promise<Receiver> {
   const received: Received[] = [];
   const inFlight = { now: 0, max: 0 };
-  const server: Server = createServer((request, response) => {
+  const handle: RequestListener = (request, response) => {
     const chunks: Buffer[] = [];
     request.on('data', (chunk: Buffer) => chunks.push(chunk));
     request.on('end', async () => {
@@ -62,11 +68,14 @@ export async function startReceiver(
       response.writeHead(decided.status, decided.headers ?? {});
       response.end(decided.body ?? '');
     });
-  });
+  };
+  const server: Server = options.tls
+    ? createTlsServer({ key: options.tls.key, cert: options.tls.cert }, handle)
+    : createServer(handle);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;
   return {
-    url: `http://127.0.0.1:${port}/hook`,
+    url: `${options.tls ? 'https' : 'http'}://127.0.0.1:${port}/hook`,
     received,
     inFlight,
     close: () =>
@@ -75,6 +84,31 @@ export async function startReceiver(
         server.close(() => resolve());
       }),
   };
+}
+
+export interface SelfSigned {
+  key: string;
+  cert: string;
+  /** The certificate's file: a client trusts it through SSL_CERT_FILE (workerd does). */
+  certFile: string;
+}
+
+/** A self-signed certificate for 127.0.0.1 (openssl), for an https:// receiver in production mode. */
+export function selfSignedCertificate(): SelfSigned {
+  const dir = mkdtempSync(join(tmpdir(), 'gatehouse-tls-'));
+  const keyFile = join(dir, 'key.pem');
+  const certFile = join(dir, 'cert.pem');
+  execFileSync(
+    'openssl',
+    ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', keyFile, '-out', certFile, '-days', '1'].concat([
+      '-subj',
+      '/CN=127.0.0.1',
+      '-addext',
+      'subjectAltName=IP:127.0.0.1',
+    ]),
+    { stdio: 'ignore' },
+  );
+  return { key: readFileSync(keyFile, 'utf8'), cert: readFileSync(certFile, 'utf8'), certFile };
 }
 
 /** Verifies one received delivery with the reference implementation (standardwebhooks) and returns its body. */

@@ -82,6 +82,8 @@ export async function startWranglerDev(options: {
       '--inspector-port',
       String(inspectorPort),
       '--show-interactive-dev-session=false',
+      // GET /__scheduled?cron=… runs the scheduled handler (the cron triggers of wrangler.toml).
+      '--test-scheduled',
       '--log-level',
       'info',
     ],
