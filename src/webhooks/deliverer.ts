@@ -142,32 +142,47 @@ export function createDeliverer(options: DelivererOptions) {
 
   return {
     /**
-     * Sends what is due, `concurrency` at a time: each of that many workers
-     * claims one delivery, sends it, records it, and claims the next, until
-     * none is due or `budgetMs` has passed (no new claim after it). Memory
-     * holds at most `concurrency` deliveries, whatever the backlog.
+     * Sends what is due, `concurrency` at a time: whenever fewer are in
+     * flight, claims as many as there is room for; when none is due, waits
+     * for a send to end (new events may have come meanwhile) and looks
+     * again; returns when none is due and none is in flight, or once
+     * `budgetMs` has passed (no new claim after it). Memory holds at most
+     * `concurrency` deliveries, whatever the backlog.
      */
     async deliverDue({ budgetMs }: { budgetMs?: number } = {}): Promise<DeliveryRun> {
       const until = budgetMs === undefined ? Number.POSITIVE_INFINITY : Date.now() + budgetMs;
       const run: DeliveryRun = { attempted: 0, succeeded: 0 };
       const stopping = new AbortController();
       runs.add(stopping);
-      const worker = async () => {
-        while (Date.now() < until && !stopped) {
-          const now = clock();
-          const [delivery] = await claimDue(db, { now, leaseUntil: new Date(now.getTime() + leaseMs), limit: 1 });
-          if (!delivery) return;
-          run.attempted += 1;
-          const succeeded = await attempt(delivery, stopping.signal).catch((error) => {
-            // The lease expires and the delivery is tried again: at least once.
-            logger.error('webhook.delivery_failed', { deliveryId: delivery.id, error: describeError(error) });
-            return false;
-          });
-          if (succeeded) run.succeeded += 1;
-        }
+      const inFlight = new Set<Promise<void>>();
+      const start = (delivery: ClaimedDelivery) => {
+        run.attempted += 1;
+        const sending = attempt(delivery, stopping.signal)
+          .then(
+            (succeeded) => {
+              if (succeeded) run.succeeded += 1;
+            },
+            (error: unknown) => {
+              // The lease expires and the delivery is tried again: at least once.
+              logger.error('webhook.delivery_failed', { deliveryId: delivery.id, error: describeError(error) });
+            },
+          )
+          .finally(() => inFlight.delete(sending));
+        inFlight.add(sending);
       };
       try {
-        await Promise.all(Array.from({ length: concurrency }, worker));
+        while (Date.now() < until && !stopped) {
+          const room = concurrency - inFlight.size;
+          if (room > 0) {
+            const now = clock();
+            const batch = await claimDue(db, { now, leaseUntil: new Date(now.getTime() + leaseMs), limit: room });
+            for (const delivery of batch) start(delivery);
+            if (batch.length > 0) continue;
+            if (inFlight.size === 0) break;
+          }
+          await Promise.race(inFlight);
+        }
+        await Promise.all(inFlight);
       } finally {
         runs.delete(stopping);
       }

@@ -255,6 +255,18 @@ describe('webhook delivery', () => {
     expect(records.every((r) => r.status === 'succeeded' && r.attempts === 1)).toBe(true);
   });
 
+  it('sends a backlog `concurrency` at a time, not one by one', async () => {
+    const hook = await receiver(async () => {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      return { status: 200 };
+    });
+    await createWebhook(t, org.owner, { url: hook.url, events: ['role.created'] });
+    for (let i = 0; i < 12; i += 1) await newRole();
+    expect(await testDeliverer(t, { concurrency: 4 }).deliverDue()).toEqual({ attempted: 12, succeeded: 12 });
+    // The receiver held four at once: the deliverer fills its slots from the backlog.
+    expect(hook.inFlight.max).toBe(4);
+  });
+
   it('a Node instance delivers at commit, woken by the database notification, and stops cleanly', async () => {
     const hook = await receiver();
     await createWebhook(t, org.owner, { url: hook.url, events: ['role.created'] });
