@@ -185,7 +185,8 @@ export function webhookRoutes({
       throw new ApiError('VALIDATION_ERROR', 'Request validation failed', {
         details: [{ path: 'url', message: verdict.reason }],
       });
-    return verdict.url.href;
+    // Stored as given (echoed as sent); the deliverer parses it again before each attempt.
+    return url;
   };
   const actorOf = (c: Parameters<typeof sessionOf>[0]) => {
     const session = sessionOf(c);

@@ -58,6 +58,10 @@ describe('webhook endpoints', () => {
     });
     expect(JSON.stringify(listed)).not.toContain(created.secret.slice('whsec_'.length));
 
+    // The URL is echoed as sent (not normalised by the parser that checks it).
+    const bare = await expectStatus(await post({ url: 'https://Hooks.Example.com', events: ['*'] }), 201);
+    expect(bare.url).toBe('https://Hooks.Example.com');
+
     const [entry] = (await auditRows(t, org.id, 'webhook.created')).filter((e) => e.metadata.webhookId === created.id);
     expect(entry!.metadata).toMatchObject({ webhookId: created.id, url: created.url });
     expect(JSON.stringify(entry)).not.toContain(created.secret.slice('whsec_'.length));
