@@ -8,7 +8,7 @@ import { openRequestScopedPostgres, type RequestScope } from './db/request-scope
 import { createRateLimitStore, logConfigWarnings } from './deps.js';
 import { describeError } from './errors.js';
 import { createLogger, type Logger } from './logger.js';
-import { type Deliverer, delivererFor } from './webhooks/deliverer.js';
+import { delivererFor } from './webhooks/deliverer.js';
 
 type Bindings = Record<string, unknown>;
 
@@ -21,7 +21,8 @@ interface Runtime {
   database: Database;
   scope: RequestScope;
   app: App;
-  deliverer: Deliverer;
+  /** Sends due webhook deliveries for at most `budgetMs` (no new claim after it); never rejects. */
+  deliver: (budgetMs: number) => Promise<unknown>;
 }
 
 /** wrangler.toml's webhook trigger: retries (and whatever a request's own send left) every minute. Other crons purge. */
@@ -79,7 +80,7 @@ function runtimeFor(env: Bindings): Runtime | ConfigError {
           deliverWebhooks: () => deliver(AFTER_RESPONSE_BUDGET_MS),
         },
       );
-      runtime = { config, logger, database, scope, app, deliverer };
+      runtime = { config, logger, database, scope, app, deliver };
     } catch (error) {
       if (!(error instanceof ConfigError)) throw error;
       runtime = error;
@@ -104,27 +105,19 @@ async function scheduled(
     createLogger().error('config.invalid', { problems: runtime.problems });
     return;
   }
-  if (controller.cron === WEBHOOK_CRON) {
-    const { result, close } = runtime.scope.run(() =>
-      runtime.deliverer.deliverDue({ budgetMs: CRON_BUDGET_MS }).then(
-        () => undefined,
-        (error: unknown) => runtime.logger.error('webhook.round_failed', { error: describeError(error) }),
-      ),
-    );
-    ctx.waitUntil(close());
-    await result;
-    return;
-  }
-  const { result, close } = runtime.scope.run(() =>
-    purgeExpiredAccounts(runtime.database.db, {
-      now: new Date(),
-      graceDays: runtime.config.accountDeletionGraceDays,
-      logger: runtime.logger,
-    }).then(
-      () => undefined,
-      (error: unknown) => runtime.logger.error('cron.failed', { error: describeError(error) }),
-    ),
-  );
+  const job =
+    controller.cron === WEBHOOK_CRON
+      ? () => runtime.deliver(CRON_BUDGET_MS)
+      : () =>
+          purgeExpiredAccounts(runtime.database.db, {
+            now: new Date(),
+            graceDays: runtime.config.accountDeletionGraceDays,
+            logger: runtime.logger,
+          }).then(
+            () => undefined,
+            (error: unknown) => runtime.logger.error('cron.failed', { error: describeError(error) }),
+          );
+  const { result, close } = runtime.scope.run(job);
   ctx.waitUntil(close());
   await result;
 }

@@ -74,8 +74,7 @@ export const WEBHOOK_EVENTS = [
   'organization.security_updated',
 ] as const satisfies readonly AuditAction[];
 
-/** Audit actions that are never delivered as webhook events (API.md "Webhooks"). */
-export const isWebhookEvent = (action: string) => !action.startsWith('webhook.');
+const EVENTS: ReadonlySet<string> = new Set(WEBHOOK_EVENTS);
 
 /** ISO 8601 with milliseconds, as JSON dates are written everywhere else (Date#toISOString). */
 const iso = (column: string) => sql.raw(`to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`);
@@ -98,7 +97,7 @@ export async function recordAudit(
   // parameter as a JSON string scalar ("{\"keyId\":…}"), not an object.
   const json = sql<string>`${JSON.stringify(scrub({ ...metadata, ...means }))}::text::jsonb`;
   const request = requestId ?? scope?.requestId ?? null;
-  if (!organizationId || !isWebhookEvent(action)) {
+  if (!organizationId || !EVENTS.has(action)) {
     await trx
       .insertInto('audit_logs')
       .values({ tenant_id: organizationId, actor_id: actorId, action, metadata: json, request_id: request })

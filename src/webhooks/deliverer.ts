@@ -87,7 +87,12 @@ export function createDeliverer(options: DelivererOptions) {
     const verdict = await checkWebhookUrl(delivery.url, urlPolicy);
     if (!verdict.ok) return { statusCode: null, error: `URL refused: ${verdict.reason}` };
     const body = JSON.stringify(delivery.payload);
-    const secret = await secrets.open(delivery.secret);
+    // A secret sealed under another AUTH_SECRET cannot be opened: a failed
+    // attempt like any other (it follows the schedule), not a claim that
+    // never settles and comes back at every lease's end.
+    const secret = await secrets.open(delivery.secret).catch(() => null);
+    if (secret === null)
+      return { statusCode: null, error: 'Signing secret unreadable (AUTH_SECRET changed?): rotate the secret' };
     try {
       const response = await fetch(verdict.url, {
         method: 'POST',
@@ -128,7 +133,9 @@ export function createDeliverer(options: DelivererOptions) {
       error,
       retryAt: interrupted ? now : succeeded || delay === undefined ? null : new Date(now.getTime() + delay * 1000),
       now,
-      disable: !succeeded && failingFor >= DISABLE_AFTER_MS ? 'Every delivery failed for 5 days' : null,
+      // An interrupted send says nothing of the endpoint.
+      endpointFailed: !succeeded && !interrupted,
+      disable: !succeeded && !interrupted && failingFor >= DISABLE_AFTER_MS ? 'Every delivery failed for 5 days' : null,
     });
     logger[succeeded ? 'info' : 'warn']('webhook.delivery', {
       deliveryId: delivery.id,

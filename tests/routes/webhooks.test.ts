@@ -298,6 +298,24 @@ describe('webhook endpoints', () => {
     expect(types).not.toContain('role.created');
   });
 
+  it('refuses the body-less POSTs (rotate-secret, test) from a foreign origin with the cookie: nothing rotated or queued', async () => {
+    const created = await expectStatus(await post({ url: 'https://93.184.215.14/hook', events: ['*'] }), 201);
+    for (const action of ['rotate-secret', 'test']) {
+      const refused = await call(t, `/api/webhooks/${created.id}/${action}`, {
+        method: 'POST',
+        jar: org.owner.jar,
+        headers: { origin: 'https://evil.example' },
+      });
+      expect(refused.status, action).toBe(403);
+      expect(await refused.json()).toMatchObject({ code: 'FORBIDDEN' });
+    }
+    expect(await deliveriesOf(t, org.owner, created.id)).toEqual([]);
+    const rotations = (await auditRows(t, org.id, 'webhook.secret_rotated')).filter(
+      (e) => e.metadata.webhookId === created.id,
+    );
+    expect(rotations).toEqual([]);
+  });
+
   it('makes member.added (an invitation accepted) and member.removed (removed or left) audit actions and events', async () => {
     const joined = await newMember(t, org, 'admin');
     const [added] = (await auditRows(t, org.id, 'member.added')).filter((e) => e.metadata.userId === joined.id);

@@ -6,6 +6,7 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Webhook } from 'standardwebhooks';
+import type { components } from '../../src/client/schema.js';
 import { createDeliverer, type DelivererOptions } from '../../src/webhooks/deliverer.js';
 import { createSecretBox } from '../../src/webhooks/secrets.js';
 import type { TestApp } from './app.js';
@@ -134,15 +135,8 @@ export interface WebhookEvent {
   };
 }
 
-export interface CreatedWebhook {
-  id: string;
-  url: string;
-  events: string[];
-  description: string | null;
-  enabled: boolean;
-  createdAt: string;
-  secret: string;
-}
+/** The contract's records, as the OpenAPI document (and the typed client) has them. */
+export type CreatedWebhook = components['schemas']['CreatedWebhook'];
 
 export async function createWebhook(
   t: TestApp,
@@ -152,17 +146,7 @@ export async function createWebhook(
   return expectStatus<CreatedWebhook>(await call(t, '/api/webhooks', { body, jar: actor.jar }), 201);
 }
 
-export interface DeliveryRecord {
-  id: string;
-  eventId: string;
-  eventType: string;
-  status: 'pending' | 'succeeded' | 'failed';
-  attempts: number;
-  lastStatusCode: number | null;
-  lastError: string | null;
-  nextAttemptAt: string | null;
-  createdAt: string;
-}
+export type DeliveryRecord = components['schemas']['WebhookDelivery'];
 
 export async function deliveriesOf(t: TestApp, actor: Actor, webhookId: string): Promise<DeliveryRecord[]> {
   const page = await expectStatus<{ items: DeliveryRecord[] }>(

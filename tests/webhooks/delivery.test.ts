@@ -3,6 +3,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { claimDue } from '../../src/db/queries/webhooks.js';
 import { DELIVERY_TIMEOUT_MS } from '../../src/webhooks/deliverer.js';
 import { startDeliveryLoop } from '../../src/webhooks/loop.js';
+import { createSecretBox } from '../../src/webhooks/secrets.js';
 import { createTestApp, type TestApp } from '../support/app.js';
 import { call, expectStatus } from '../support/http.js';
 import { auditRows, createOrganization, createRole, type TestOrganization } from '../support/orgs.js';
@@ -47,6 +48,8 @@ describe('webhook delivery', () => {
     const listed = await expectStatus<{ id: string }[]>(await call(t, '/api/webhooks', { jar: org.owner.jar }), 200);
     for (const { id } of listed) await call(t, `/api/webhooks/${id}`, { method: 'DELETE', jar: org.owner.jar });
     await Promise.all(receivers.splice(0).map((r) => r.close()));
+    // Each test starts at the real time (the receivers' signature check reads it too).
+    t.clock.set(Date.now());
   });
   afterAll(() => t?.close());
 
@@ -157,6 +160,25 @@ describe('webhook delivery', () => {
     expect(hook.received).toHaveLength(3);
   });
 
+  it('settles a delivery whose secret cannot be opened (AUTH_SECRET changed) as a failed attempt on the schedule', async () => {
+    const hook = await receiver();
+    const webhook = await createWebhook(t, org.owner, { url: hook.url, events: ['role.created'] });
+    await newRole();
+    // A deliverer whose AUTH_SECRET is not the one the secret was sealed under.
+    const other = testDeliverer(t, { secrets: createSecretBox(`another-secret-${crypto.randomUUID()}`) });
+    expect(await other.deliverDue()).toEqual({ attempted: 1, succeeded: 0 });
+    expect(hook.received).toHaveLength(0);
+    const [record] = await deliveriesOf(t, org.owner, webhook.id);
+    expect(record).toMatchObject({ status: 'pending', attempts: 1, lastStatusCode: null });
+    expect(record!.lastError).toMatch(/secret unreadable/);
+    // Not claimed again before its retry is due (no lease loop).
+    t.clock.advance(4_000);
+    expect(await other.deliverDue()).toEqual({ attempted: 0, succeeded: 0 });
+    t.clock.advance(1_000);
+    expect(await testDeliverer(t).deliverDue()).toEqual({ attempted: 1, succeeded: 1 });
+    expect(verified(webhook.secret, hook.received[0]!).type).toBe('role.created');
+  });
+
   it('does not follow a redirect: the 3xx is the failure', async () => {
     const target = await receiver();
     const hook = await receiver(() => ({ status: 307, headers: { location: target.url } }));
@@ -215,7 +237,6 @@ describe('webhook delivery', () => {
       200,
     );
     expect(enabled).toMatchObject({ enabled: true, disabledReason: null });
-    t.clock.set(Date.now());
   });
 
   it('sends a delivery again when the instance that claimed it died mid-send (the lease expires)', async () => {

@@ -56,16 +56,17 @@ export function createEndpoint(
   });
 }
 
-/** The organization's endpoint, locked for the change (404 when it is not the organization's). */
-async function lockEndpoint(trx: Transaction<DB>, tenantId: string, id: string, lock = true) {
-  const query = trx
+const notFound = () => new ApiError('NOT_FOUND', 'Webhook not found');
+
+/** The organization's endpoint, or 404 (another organization's id included). */
+async function existingEndpoint(trx: Transaction<DB>, tenantId: string, id: string) {
+  const endpoint = await trx
     .selectFrom('webhook_endpoints')
-    .select(ENDPOINT_COLUMNS)
+    .select('id')
     .where('tenant_id', '=', tenantId)
-    .where('id', '=', id);
-  const endpoint = await (lock ? query.forUpdate() : query).executeTakeFirst();
-  if (!endpoint) throw new ApiError('NOT_FOUND', 'Webhook not found');
-  return endpoint;
+    .where('id', '=', id)
+    .executeTakeFirst();
+  if (!endpoint) throw notFound();
 }
 
 /** A disabled endpoint's pending events are failed: it receives nothing until enabled again. */
@@ -87,7 +88,6 @@ export function updateEndpoint(
   { tenantId, actorId, requestId }: Actor,
 ) {
   return withTenant(db, tenantId, async (trx) => {
-    await lockEndpoint(trx, tenantId, id);
     const endpoint = await trx
       .updateTable('webhook_endpoints')
       .set({
@@ -99,7 +99,8 @@ export function updateEndpoint(
       .where('tenant_id', '=', tenantId)
       .where('id', '=', id)
       .returning(ENDPOINT_COLUMNS)
-      .executeTakeFirstOrThrow();
+      .executeTakeFirst();
+    if (!endpoint) throw notFound();
     if (changes.enabled === false) await failPending(trx, id, new Date());
     await recordAudit(trx, {
       action: 'webhook.updated',
@@ -114,8 +115,13 @@ export function updateEndpoint(
 
 export function deleteEndpoint(db: Kysely<DB>, id: string, { tenantId, actorId, requestId }: Actor) {
   return withTenant(db, tenantId, async (trx) => {
-    const endpoint = await lockEndpoint(trx, tenantId, id);
-    await trx.deleteFrom('webhook_endpoints').where('tenant_id', '=', tenantId).where('id', '=', id).execute();
+    const endpoint = await trx
+      .deleteFrom('webhook_endpoints')
+      .where('tenant_id', '=', tenantId)
+      .where('id', '=', id)
+      .returning('url')
+      .executeTakeFirst();
+    if (!endpoint) throw notFound();
     await recordAudit(trx, {
       action: 'webhook.deleted',
       actorId,
@@ -134,13 +140,14 @@ export function rotateSecret(
   { tenantId, actorId, requestId }: Actor,
 ) {
   return withTenant(db, tenantId, async (trx) => {
-    await lockEndpoint(trx, tenantId, id);
-    await trx
+    const rotated = await trx
       .updateTable('webhook_endpoints')
       .set({ secret: sealedSecret, updated_at: new Date() })
       .where('tenant_id', '=', tenantId)
       .where('id', '=', id)
-      .execute();
+      .returning('id')
+      .executeTakeFirst();
+    if (!rotated) throw notFound();
     await recordAudit(trx, {
       action: 'webhook.secret_rotated',
       actorId,
@@ -154,7 +161,6 @@ export function rotateSecret(
 /** One `webhook.test` event for this endpoint only, whatever its filter (not an audit entry). */
 export function enqueueTest(db: Kysely<DB>, id: string, { tenantId, actorId }: Actor) {
   return withTenant(db, tenantId, async (trx) => {
-    await lockEndpoint(trx, tenantId, id);
     const eventId = crypto.randomUUID();
     const now = new Date().toISOString();
     const payload = {
@@ -162,17 +168,27 @@ export function enqueueTest(db: Kysely<DB>, id: string, { tenantId, actorId }: A
       timestamp: now,
       data: { id: eventId, action: 'webhook.test', actorId, organizationId: tenantId, metadata: {}, createdAt: now },
     };
+    // One statement: written only if the endpoint is the organization's and
+    // still there (its foreign-key check holds it against a concurrent delete).
     const delivery = await trx
       .insertInto('webhook_deliveries')
-      .values({
-        tenant_id: tenantId,
-        endpoint_id: id,
-        event_id: eventId,
-        event_type: 'webhook.test',
-        payload: sql<string>`${JSON.stringify(payload)}::text::jsonb`,
-      })
+      .columns(['tenant_id', 'endpoint_id', 'event_id', 'event_type', 'payload'])
+      .expression((eb) =>
+        eb
+          .selectFrom('webhook_endpoints')
+          .select([
+            'tenant_id',
+            'id',
+            sql<string>`${eventId}::uuid`.as('event_id'),
+            sql<string>`'webhook.test'`.as('event_type'),
+            sql<string>`${JSON.stringify(payload)}::text::jsonb`.as('payload'),
+          ])
+          .where('tenant_id', '=', tenantId)
+          .where('id', '=', id),
+      )
       .returning('id')
-      .executeTakeFirstOrThrow();
+      .executeTakeFirst();
+    if (!delivery) throw notFound();
     const scope = currentRequestScope();
     if (scope) scope.webhooksQueued = true;
     return { deliveryId: delivery.id };
@@ -189,7 +205,7 @@ export function deliveriesPage(
   // A bad cursor is the client's 400 whether or not the endpoint exists.
   if (page.cursor !== undefined) decodeCursor(page.cursor);
   return withTenant(db, tenantId, async (trx) => {
-    await lockEndpoint(trx, tenantId, endpointId, false);
+    await existingEndpoint(trx, tenantId, endpointId);
     return paginate(
       trx
         .selectFrom('webhook_deliveries')
@@ -231,7 +247,7 @@ export interface ClaimedDelivery {
  */
 export function claimDue(db: Kysely<DB>, { now, leaseUntil, limit }: { now: Date; leaseUntil: Date; limit: number }) {
   return db.transaction().execute(async (trx) => {
-    await setScope(trx, { tenantId: '', webhookDeliverer: 'on' });
+    await setScope(trx, { webhookDeliverer: 'on' });
     const { rows } = await sql<ClaimedDelivery>`
       WITH due AS (
         SELECT d.id FROM webhook_deliveries d
@@ -263,6 +279,8 @@ export interface AttemptOutcome {
   /** When to try again; null: no retry left (the delivery is failed). */
   retryAt: Date | null;
   now: Date;
+  /** The attempt reached a verdict on the endpoint (false: succeeded, or interrupted by the instance stopping). */
+  endpointFailed: boolean;
   /** The endpoint has failed for long enough: disable it with this reason. */
   disable: string | null;
 }
@@ -283,17 +301,18 @@ export function settleAttempt(db: Kysely<DB>, outcome: AttemptOutcome) {
       })
       .where('id', '=', outcome.id)
       .execute();
-    await trx
-      .updateTable('webhook_endpoints')
-      .set(
-        outcome.succeeded
-          ? { failing_since: null }
-          : outcome.disable
-            ? { enabled: false, disabled_reason: outcome.disable }
-            : { failing_since: sql`coalesce(failing_since, ${outcome.now})` },
-      )
-      .where('id', '=', outcome.endpointId)
-      .execute();
+    if (outcome.succeeded || outcome.endpointFailed)
+      await trx
+        .updateTable('webhook_endpoints')
+        .set(
+          outcome.succeeded
+            ? { failing_since: null }
+            : outcome.disable
+              ? { enabled: false, disabled_reason: outcome.disable }
+              : { failing_since: sql`coalesce(failing_since, ${outcome.now})` },
+        )
+        .where('id', '=', outcome.endpointId)
+        .execute();
     if (outcome.disable) await failPending(trx, outcome.endpointId, outcome.now);
   });
 }
