@@ -9,7 +9,7 @@ import { access, sessionOf } from '../middleware/guard.js';
 import { missing, PERMISSION_COUNT } from '../permissions.js';
 import { createRouter, defineRoute, jsonContent } from '../router.js';
 import type { Clock } from '../types.js';
-import { displayName, IdParams, PermissionString, uniqueArray } from './schemas.js';
+import { displayName, IdParams, isoOrNull, PermissionString, uniqueArray } from './schemas.js';
 
 const ApiKeySchema = z
   .object({
@@ -103,20 +103,19 @@ type KeyRow = {
   revoked_at: Date | null;
   last_used_at: Date | null;
 };
-const iso = (value: Date | null) => (value ? new Date(value).toISOString() : null);
 
 function toApiKey(row: KeyRow) {
   return {
     id: row.id,
     name: row.name,
     scopes: row.scopes,
-    expiresAt: iso(row.expires_at),
+    expiresAt: isoOrNull(row.expires_at),
     keyPrefix: KEY_PREFIX as typeof KEY_PREFIX,
     lastFour: row.last_four,
     createdAt: new Date(row.created_at).toISOString(),
     createdBy: row.created_by,
-    revokedAt: iso(row.revoked_at),
-    lastUsedAt: iso(row.last_used_at),
+    revokedAt: isoOrNull(row.revoked_at),
+    lastUsedAt: isoOrNull(row.last_used_at),
   };
 }
 

@@ -8,6 +8,9 @@ import { PERMISSION_COUNT, PERMISSION_PATTERN } from '../permissions.js';
  */
 export const uuidV4 = () => z.uuidv4().openapi({ pattern: z.regexes.uuid(4).source });
 
+/** A stored time as JSON writes it (ISO 8601 UTC), or null. */
+export const isoOrNull = (value: Date | null) => (value ? new Date(value).toISOString() : null);
+
 /** Spec §4 rule 1: path ids are UUID version 4. */
 export const IdParams = z.object({ id: uuidV4().openapi({ param: { name: 'id', in: 'path' } }) });
 

@@ -14,7 +14,7 @@ import { access, sessionOf } from '../middleware/guard.js';
 import { PLATFORM_ROLES } from '../permissions.js';
 import { createRouter, defineRoute, jsonContent } from '../router.js';
 import type { Clock } from '../types.js';
-import { SecondFactorsExportSchema, secondFactorsJson } from './schemas.js';
+import { isoOrNull, SecondFactorsExportSchema, secondFactorsJson } from './schemas.js';
 
 const ProfileSchema = z
   .object({
@@ -127,8 +127,6 @@ const purgeRoute = defineRoute({
   responses: { 200: jsonContent(z.object({ purged: z.literal(true) }), 'The account is gone') },
 });
 
-const iso = (value: Date | null) => (value ? new Date(value).toISOString() : null);
-
 async function profile(db: Kysely<DB>, userId: string) {
   const user = await findProfile(db, userId);
   if (!user) throw new ApiError('UNAUTHORIZED', 'Authentication required');
@@ -138,7 +136,7 @@ async function profile(db: Kysely<DB>, userId: string) {
     name: user.name,
     role: user.role,
     emailVerified: user.email_verified,
-    deletedAt: iso(user.deleted_at),
+    deletedAt: isoOrNull(user.deleted_at),
   };
 }
 
@@ -189,10 +187,10 @@ export function userRoutes({ db, clock, graceDays }: { db: Kysely<DB>; clock: Cl
             organizationId: k.tenant_id,
             name: k.name,
             scopes: k.scopes,
-            expiresAt: iso(k.expires_at),
+            expiresAt: isoOrNull(k.expires_at),
             lastFour: k.last_four,
             createdAt: k.created_at.toISOString(),
-            revokedAt: iso(k.revoked_at),
+            revokedAt: isoOrNull(k.revoked_at),
           })),
           auditEntries: data.audit.map((a) => ({
             id: a.id,

@@ -17,7 +17,7 @@ import { access, sessionOf } from '../middleware/guard.js';
 import { createRouter, defineRoute, jsonContent } from '../router.js';
 import { generateWebhookSecret, type SecretBox } from '../webhooks/secrets.js';
 import { checkWebhookUrl, type UrlPolicy } from '../webhooks/url-policy.js';
-import { IdParams, uniqueArray, updateBody } from './schemas.js';
+import { IdParams, isoOrNull, uniqueArray, updateBody } from './schemas.js';
 
 const EventName = z.enum(['*', ...WEBHOOK_EVENTS]);
 
@@ -147,8 +147,6 @@ const deliveriesRoute = defineRoute({
   },
 });
 
-const iso = (value: Date | null) => (value ? new Date(value).toISOString() : null);
-
 function toWebhook(row: {
   id: string;
   url: string;
@@ -263,7 +261,7 @@ export function webhookRoutes({
             lastStatusCode: row.last_status_code,
             lastError: row.last_error,
             // A new delivery is due at once: its creation time.
-            nextAttemptAt: row.status === 'pending' ? iso(row.next_attempt_at ?? row.created_at) : null,
+            nextAttemptAt: row.status === 'pending' ? isoOrNull(row.next_attempt_at ?? row.created_at) : null,
             createdAt: new Date(row.created_at).toISOString(),
           })),
           nextCursor,

@@ -5,20 +5,19 @@
  * HKDF-SHA-256), so a read of the database alone cannot forge deliveries.
  * WebCrypto: the same code on Node and Workers.
  */
+import { base64 } from '@better-auth/utils/base64';
+
 const PREFIX = 'whsec_';
 const STORED = 'v1:';
 const encoder = new TextEncoder();
 
-const toBase64 = (bytes: Uint8Array) => btoa(String.fromCharCode(...bytes));
-const fromBase64 = (text: string): Uint8Array<ArrayBuffer> => Uint8Array.from(atob(text), (c) => c.charCodeAt(0));
-
 export function generateWebhookSecret(): string {
-  return `${PREFIX}${toBase64(crypto.getRandomValues(new Uint8Array(24)))}`;
+  return `${PREFIX}${base64.encode(crypto.getRandomValues(new Uint8Array(24)))}`;
 }
 
 /** The HMAC key bytes of a `whsec_` secret (Standard Webhooks: base64 after the prefix). */
 export function secretKeyBytes(secret: string): Uint8Array<ArrayBuffer> {
-  return fromBase64(secret.startsWith(PREFIX) ? secret.slice(PREFIX.length) : secret);
+  return base64.decode(secret.startsWith(PREFIX) ? secret.slice(PREFIX.length) : secret);
 }
 
 export interface SecretBox {
@@ -46,11 +45,11 @@ export function createSecretBox(authSecret: string): SecretBox {
       const out = new Uint8Array(iv.length + sealed.length);
       out.set(iv);
       out.set(sealed, iv.length);
-      return `${STORED}${toBase64(out)}`;
+      return `${STORED}${base64.encode(out)}`;
     },
     async open(stored) {
       if (!stored.startsWith(STORED)) throw new Error('webhook secret: unknown storage format');
-      const bytes = fromBase64(stored.slice(STORED.length));
+      const bytes = base64.decode(stored.slice(STORED.length));
       const plain = await crypto.subtle.decrypt(
         { name: 'AES-GCM', iv: bytes.slice(0, 12) },
         await key,

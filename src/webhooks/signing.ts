@@ -1,17 +1,15 @@
+import { createHMAC } from '@better-auth/utils/hmac';
 import { secretKeyBytes } from './secrets.js';
+
+const hmac = createHMAC('SHA-256', 'base64');
 
 /**
  * Standard Webhooks signature: `v1,` + base64 HMAC-SHA256 over
  * `<webhook-id>.<webhook-timestamp>.<body>`, keyed by the secret's bytes.
  */
 export async function signDelivery(secret: string, id: string, timestamp: number, body: string): Promise<string> {
-  const key = await crypto.subtle.importKey('raw', secretKeyBytes(secret), { name: 'HMAC', hash: 'SHA-256' }, false, [
-    'sign',
-  ]);
-  const mac = new Uint8Array(
-    await crypto.subtle.sign('HMAC', key, new TextEncoder().encode(`${id}.${timestamp}.${body}`)),
-  );
-  return `v1,${btoa(String.fromCharCode(...mac))}`;
+  const key = await hmac.importKey(secretKeyBytes(secret), 'sign');
+  return `v1,${await hmac.sign(key, `${id}.${timestamp}.${body}`)}`;
 }
 
 /** The headers of one attempt (the same `webhook-id` on every retry of a delivery). */
