@@ -168,6 +168,10 @@ BEGIN
 END
 $$;
 GRANT gatehouse_app TO gatehouse_runtime;
+-- The tests drop their throwaway databases WITH (FORCE) as the owner; a backend
+-- of the runtime role can outlive its client for a moment (a pooler's KILL
+-- returns before the server process has exited), and terminating it needs this.
+GRANT pg_signal_backend TO gatehouse_owner;
 -- The runtime bounds (src/db/client.ts) as the role's own settings: the
 -- Worker's connections go through a pooler (PgBouncer here, Hyperdrive in
 -- production) that passes no such startup parameter through.
