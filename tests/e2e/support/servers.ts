@@ -6,8 +6,10 @@ import { extname, join, normalize, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 export const REPO_ROOT = resolve(fileURLToPath(new URL('../../..', import.meta.url)));
-export const SPA_DIR = join(REPO_ROOT, 'tests/e2e/spa');
-export const SCREENSHOT_DIR = join(REPO_ROOT, 'screenshots');
+/** The hostile page of the browser suite (an origin the API does not trust). */
+export const HOSTILE_DIR = join(REPO_ROOT, 'tests/e2e/hostile');
+/** Where the browser suites save a screenshot of each screen (.ci/run points it into its artifacts folder). */
+export const SCREENSHOT_DIR = process.env.SCREENSHOT_DIR ?? join(REPO_ROOT, 'screenshots');
 
 /** Listens on host:port (0 = any free port); resolves with the port, rejects on EADDRINUSE. */
 export function listen(server: Server, port: number, host = '127.0.0.1'): Promise<number> {
@@ -27,9 +29,9 @@ export function listen(server: Server, port: number, host = '127.0.0.1'): Promis
 }
 
 /**
- * The preferred port (the spec's APP_URL default, 3000) when it is free, else
- * any free one: another engineer's dev server on 3000 must not fail the suite.
- * The caller builds APP_URL from the port it got.
+ * The preferred port when it is free, else any free one: another engineer's
+ * dev server on 3000 must not fail the suite. The caller builds APP_URL from
+ * the port it got.
  */
 export async function listenPreferring(server: Server, preferred: number, host = '127.0.0.1'): Promise<number> {
   try {
@@ -55,8 +57,8 @@ const TYPES: Record<string, string> = {
 };
 
 /**
- * A tiny static server for the SPA folder, plus `/config.js` telling the page
- * where the API is. `/` is index.html.
+ * A tiny static server for the hostile page's folder, plus `/config.js`
+ * telling the page where the API is.
  */
 export async function startStaticServer(options: { port: number; host?: string; apiUrl: () => string }) {
   const server = createServer(async (req, res) => {
@@ -66,8 +68,8 @@ export async function startStaticServer(options: { port: number; host?: string; 
       res.end(`window.GATEHOUSE_API = ${JSON.stringify(options.apiUrl())};\n`);
       return;
     }
-    const file = normalize(join(SPA_DIR, path === '/' ? 'index.html' : path));
-    if (!file.startsWith(SPA_DIR) || !existsSync(file)) {
+    const file = normalize(join(HOSTILE_DIR, path === '/' ? 'untrusted.html' : path));
+    if (!file.startsWith(HOSTILE_DIR) || !existsSync(file)) {
       res.writeHead(404, { 'content-type': 'text/plain' });
       res.end('not found');
       return;
@@ -140,4 +142,12 @@ export function swaggerUiDist(): string | null {
     join(REPO_ROOT, 'node_modules/.cache/gatehouse-e2e/swagger-ui-dist'),
   ];
   return candidates.find((dir) => dir && existsSync(join(dir, 'swagger-ui-bundle.js'))) ?? null;
+}
+
+/** The preferred port on loopback if nothing listens there now, else a free one (then released). */
+export async function freePortPreferring(preferred: number): Promise<number> {
+  const probe = createServer();
+  const port = await listenPreferring(probe, preferred);
+  await closeServer(probe);
+  return port;
 }

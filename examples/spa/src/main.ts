@@ -1,0 +1,75 @@
+// The example's shell: a header with the session, a hash router over the
+// screens, one status line. Open http://localhost:3000 after `npm start` and
+// `npm run example` (README "Example SPA").
+import { auth, must } from './clients.js';
+import { account } from './screens/account.js';
+import { apiKeys } from './screens/api-keys.js';
+import { auditLog } from './screens/audit-log.js';
+import { members } from './screens/members.js';
+import { organizations } from './screens/organizations.js';
+import { roles } from './screens/roles.js';
+import { security } from './screens/security.js';
+import { webhooks } from './screens/webhooks.js';
+import { refresh, setRenderer } from './session.js';
+import { $, action, h, type Screen } from './ui.js';
+
+const SCREENS: Record<string, { title: string; render: Screen }> = {
+  account: { title: 'Account', render: account },
+  organizations: { title: 'Organizations', render: organizations },
+  roles: { title: 'Roles', render: roles },
+  members: { title: 'Members', render: members },
+  'api-keys': { title: 'API keys', render: apiKeys },
+  'audit-log': { title: 'Audit log', render: auditLog },
+  webhooks: { title: 'Webhooks', render: webhooks },
+  security: { title: 'Security', render: security },
+};
+
+const route = () => {
+  const name = location.hash.replace(/^#\/?/, '');
+  return name in SCREENS ? name : 'account';
+};
+
+async function show(): Promise<void> {
+  const name = route();
+  for (const link of document.querySelectorAll<HTMLAnchorElement>('nav a')) {
+    link.classList.toggle('current', link.hash === `#/${name}`);
+  }
+  const root = h('div', { id: `screen-${name}` });
+  $('screen').replaceChildren(root);
+  await SCREENS[name]!.render(root);
+}
+
+$('nav').replaceChildren(
+  ...Object.entries(SCREENS).map(([name, screen]) =>
+    h(
+      'a',
+      {
+        href: `#/${name}`,
+        id: `nav-${name}`,
+        // The current screen's link reads it again (no hashchange fires for it).
+        onclick: (event) => {
+          if (route() !== name || location.hash !== `#/${name}`) return;
+          event.preventDefault();
+          void action(`show ${name}`, show);
+        },
+      },
+      screen.title,
+    ),
+  ),
+);
+$('sign-out').addEventListener(
+  'click',
+  () =>
+    void action('sign out', async () => {
+      await must(auth.signOut());
+      await refresh();
+    }),
+);
+window.addEventListener('hashchange', () => void action(`show ${route()}`, show));
+setRenderer(show);
+
+// The verification link lands here (the sign-up's callbackURL): better-auth adds ?error=… when it failed.
+const params = new URLSearchParams(location.search);
+if (params.get('error')) $('notice').textContent = `Verification failed: ${params.get('error')}`;
+else if (params.get('verified')) $('notice').textContent = 'Email verified';
+void action('load', refresh);
