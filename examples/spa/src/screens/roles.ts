@@ -76,7 +76,7 @@ function actions(role: Role): HTMLElement {
       button(
         'delete role',
         async () => {
-          // Its members move to the Member role (the answer counts them).
+          // Its members move to the Viewer role (the answer counts them).
           await must(api.DELETE('/api/roles/{id}', { params: { path: { id: role.id } } }));
           await rerender();
         },
