@@ -12,6 +12,7 @@ import {
   type TestOrganization,
 } from '../support/orgs.js';
 import { PASSWORD, type SignedInUser, signedInUser } from '../support/users.js';
+import { createWebhook, deliveriesOf } from '../support/webhooks.js';
 
 /**
  * Spec §2 "User" (deletedAt), §3 and §5 "Account scheduled for deletion", §4
@@ -471,6 +472,16 @@ describe('account deletion (users/me)', { timeout: 120_000 }, () => {
       await addMember(t, shared, user, 'admin');
       const sharedKey = await createKey(user, 'shared key');
       const stayersKey = await createKey(shared.owner, 'stayer key');
+      const hook = await createWebhook(t, shared.owner, {
+        url: 'https://hooks.example.com/purge',
+        events: ['member.removed'],
+      });
+      const membership = (
+        await expectStatus<{ id: string; userId: string }[]>(
+          await call(t, '/api/members', { jar: shared.owner.jar }),
+          200,
+        )
+      ).find((m) => m.userId === user.id)!;
       const secondSession = new CookieJar();
       await expectStatus(
         await call(t, '/api/auth/sign-in/email', {
@@ -511,6 +522,17 @@ describe('account deletion (users/me)', { timeout: 120_000 }, () => {
       });
       const soloRevoked = await auditRows(t, solo.id, 'api_key.revoked');
       expect(soloRevoked.map((r) => r.metadata.keyId)).toEqual([soloKey.id]);
+
+      // The organization that stays hears that it lost a member, as when one leaves: audited, and its webhook event queued.
+      const removed = await auditRows(t, shared.id, 'member.removed');
+      expect(removed).toHaveLength(1);
+      expect(removed[0]).toMatchObject({
+        actor_id: user.id,
+        metadata: { userId: user.id, memberId: membership.id, reason: 'account_purged' },
+      });
+      expect(
+        (await deliveriesOf(t, shared.owner, hook.id)).map((d) => ({ eventId: d.eventId, eventType: d.eventType })),
+      ).toEqual([{ eventId: removed[0]!.id, eventType: 'member.removed' }]);
 
       // The account.purged entry names nothing but the user id.
       const purged = await accountAuditRows(t, user.id, 'account.purged');

@@ -16,7 +16,8 @@ export function purgeAfter(deletedAt: Date | string, graceDays: number): Date {
 /**
  * Removes an account at once, in one transaction (API.md purge row): its API
  * keys are revoked with audit entries, organizations where it is the only
- * member go with it (their keys revoked too), its sessions, accounts,
+ * member go with it (their keys revoked too), the others each get a
+ * `member.removed` entry (reason `account_purged`), its sessions, accounts,
  * memberships and invitations go with the user row, and an `account.purged`
  * entry remains that names nothing but the user id. Refused with
  * OWNERSHIP_CONSTRAINT while it is the only Owner of an organization that
@@ -42,6 +43,7 @@ export async function purgeAccount(
     const memberships = await trx
       .selectFrom('members as m')
       .select([
+        'm.id',
         'm.organization_id',
         'm.role',
         sql<number>`(select count(*) from members o where o.organization_id = m.organization_id and o.role = 'owner')::int`.as(
@@ -68,6 +70,19 @@ export async function purgeAccount(
       await setScope(trx, { tenantId: '' });
       await trx.deleteFrom('organizations').where('id', '=', solo.organization_id).execute();
     }
+    // The organizations that stay lose a member: each hears of it as when a member leaves
+    // (member.removed, a webhook event), in this transaction.
+    for (const kept of memberships.filter((m) => m.members > 1)) {
+      await setTenant(trx, kept.organization_id);
+      await recordAudit(trx, {
+        action: 'member.removed',
+        actorId,
+        organizationId: kept.organization_id,
+        metadata: { userId, memberId: kept.id, reason: 'account_purged' },
+        requestId,
+      });
+    }
+    await setScope(trx, { tenantId: '' });
     // Outstanding reset tokens (value: the user id) and magic links (value: JSON naming the email).
     const { email } = await trx.selectFrom('users').select('email').where('id', '=', userId).executeTakeFirstOrThrow();
     await trx
