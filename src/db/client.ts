@@ -100,14 +100,15 @@ function postgresDialect(
   max: number,
   { runtime }: { runtime: boolean },
 ): { dialect: Dialect; sql: postgres.Sql; end: () => Promise<void> } {
-  // `fetch_types: false` would hang here: kysely-postgres-js reserves every
-  // connection (sql.reserve()), and postgres.js 3.4.9 hands a reservation its
-  // connection only from the ReadyForQuery that follows the type fetch; with
-  // no fetch, a reservation that opened a new connection is never resolved
-  // (connection.js ReadyForQuery: `initial.reserve` is dropped without
-  // onopen()). A long-lived pool pays the fetch once per connection, so Node
-  // keeps the default; the Worker's driver (request-scoped.ts) does not
-  // reserve and fetches the types once per isolate.
+  // kysely-postgres-js reserves a connection for every query and transaction
+  // (sql.reserve()). Unpatched, postgres.js 3.4.9 handed a reservation the
+  // connection opened for it only through the ReadyForQuery after the type
+  // fetch, and dropped it when a reconnect had taken it up (requests waited
+  // out the acquire timeout after an outage); scripts/patch-postgres.mjs
+  // (patch 5) hands the connection to its reservation. A long-lived pool pays
+  // the type fetch once per connection, so Node keeps the default; the
+  // Worker's driver (request-scoped.ts) does not reserve and fetches the
+  // types once per isolate.
   const sql = postgres(url, {
     max,
     idle_timeout: 30,
