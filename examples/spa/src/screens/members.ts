@@ -92,6 +92,7 @@ async function invitations(roleSlugs: string[]): Promise<HTMLElement> {
         [{ name: 'email', label: 'Email', type: 'email' }],
         async (values) => {
           // The invitation mail links to APP_URL; the invitee accepts on the Organizations screen.
+          // Any role slug of the organization; the client's type names only the library's built-in ones.
           await must(auth.organization.inviteMember({ email: values.email, role: values.all('role')[0] as 'member' }));
           await rerender();
         },
