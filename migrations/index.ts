@@ -7,6 +7,7 @@ import * as sessionStateNotify from './0005_session_state_notify.js';
 import * as tenantRoles from './0006_tenant_roles.js';
 import * as multiFactor from './0007_multi_factor.js';
 import * as webhooks from './0008_webhooks.js';
+import * as stepUp from './0009_step_up.js';
 
 /**
  * Every migration, in order. Listed statically (not read from the file system)
@@ -22,4 +23,5 @@ export const migrations: Record<string, Migration> = {
   '0006_tenant_roles': tenantRoles,
   '0007_multi_factor': multiFactor,
   '0008_webhooks': webhooks,
+  '0009_step_up': stepUp,
 };

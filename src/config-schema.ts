@@ -74,7 +74,11 @@ export const ConfigSchema = z.object({
   /** Sign-in attempts for one email (from any address) a window may spend on wrong passwords. */
   RATE_LIMIT_ACCOUNT_LIMIT: int(10),
   RATE_LIMIT_ACCOUNT_TTL: int(900),
-  /** Proxies that append to X-Forwarded-For in front of the service; 0 = the socket address. */
+  /**
+   * Proxies that append to X-Forwarded-For in front of the service; 0 = the
+   * socket address. Left unset: one hop (spec §8 rule 2), and config.ts
+   * refuses that in production at a public URL.
+   */
   TRUSTED_PROXY_HOPS: int(1, 0, 32),
   /** Spec §8 rule 6: the tier of API-key requests (with API_KEY_AUTH=enabled), per key. */
   RATE_LIMIT_API_TTL: int(60),
@@ -101,6 +105,9 @@ export const ConfigSchema = z.object({
   PASSKEY_RP_ID: z.hostname({ message: 'must be a host name' }).optional(),
   PASSKEY_RP_NAME: z.string().trim().min(1).max(64).optional().default('Gatehouse'),
 
+  /** Seconds a proof of every factor keeps a session fresh for sensitive actions. */
+  STEP_UP_MAX_AGE: int(600, 30, 86_400),
+
   /** Seconds between delivery attempts of one webhook delivery, comma-separated (one retry per entry). */
   WEBHOOK_RETRY_SCHEDULE: z
     .string()
@@ -113,6 +120,16 @@ export const ConfigSchema = z.object({
   WEBHOOK_ALLOW_PRIVATE_URLS: z
     .enum(['true', 'false', '1', '0', 'yes', 'no'], { message: 'must be true or false' })
     .transform((value) => value === 'true' || value === '1' || value === 'yes')
+    .optional(),
+
+  /** Endpoints one organization may have. */
+  WEBHOOK_MAX_ENDPOINTS: int(20, 1, 1000),
+  /** The ports webhook URLs may name, comma-separated (default 443, and 80 outside production). */
+  WEBHOOK_ALLOWED_PORTS: z
+    .string()
+    .regex(/^\s*\d+\s*(,\s*\d+\s*)*$/, { message: 'must be port numbers, comma-separated' })
+    .transform((value) => [...new Set(value.split(',').map((entry) => Number(entry.trim())))])
+    .pipe(z.array(z.number().int().min(1).max(65535, { message: 'each port must be 1-65535' })).max(64))
     .optional(),
 
   GOOGLE_CLIENT_ID: z.string().optional(),
@@ -187,5 +204,11 @@ export interface Config {
     allowPrivateUrls: boolean;
     /** `https://` only in production. */
     httpsOnly: boolean;
+    /** Endpoints one organization may have (over it: 409 QUOTA_EXCEEDED). */
+    maxEndpoints: number;
+    /** The ports a webhook URL may name (its scheme's default port counts as named). */
+    allowedPorts: number[];
   };
+  /** Sensitive actions need a session that proved every factor within this many seconds. */
+  stepUp: { maxAgeSeconds: number };
 }

@@ -39,6 +39,14 @@ function pickKnown(record: Record<string, unknown>): Record<string, string> {
   return out;
 }
 
+const LOOPBACK_HOSTS = new Set(['localhost', '127.0.0.1', '[::1]']);
+
+/** A URL whose host is this machine (nobody else reaches it at that name). */
+function isLoopbackUrl(url: string): boolean {
+  const host = new URL(url).hostname;
+  return LOOPBACK_HOSTS.has(host) || host.endsWith('.localhost') || /^127\.\d+\.\d+\.\d+$/.test(host);
+}
+
 function parseCorsOrigins(value: string, production: boolean): Config['cors']['origins'] {
   const entries = value
     .split(',')
@@ -62,7 +70,8 @@ export function parseConfig(
   options: { hosted?: boolean } = {},
 ): { config: Config; warnings: ConfigWarning[] } {
   const hosted = options.hosted ?? false;
-  const parsed = ConfigSchema.safeParse(pickKnown(record));
+  const known = pickKnown(record);
+  const parsed = ConfigSchema.safeParse(known);
   if (!parsed.success) {
     throw new ConfigError(parsed.error.issues.map((issue) => `${issue.path.join('.') || 'config'}: ${issue.message}`));
   }
@@ -116,6 +125,29 @@ export function parseConfig(
         message: `${id} and ${key} must both be set; provider disabled`,
       });
     }
+  }
+
+  // A production deployment reached at a public address: its cookies must be
+  // Secure and its links https, and it must say how many proxies stand in
+  // front of it (the rate limiter keys on the address they report). A
+  // production build run on loopback (a smoke test, a TLS proxy on the same
+  // host that the public never reaches past) is exempt and warned about.
+  if (production && !hosted) {
+    const publicUrls = (['AUTH_URL', 'APP_URL'] as const).filter((name) => !isLoopbackUrl(raw[name]));
+    for (const name of publicUrls) {
+      if (raw[name].startsWith('http://'))
+        problems.push(`${name}: must be https:// in production (cookies would not be Secure)`);
+    }
+    if (publicUrls.length > 0 && !('TRUSTED_PROXY_HOPS' in known))
+      problems.push(
+        'TRUSTED_PROXY_HOPS: required in production: 1 behind one load balancer or Cloudflare in front of Node, 0 when clients connect directly',
+      );
+    if (publicUrls.length < 2 && [raw.AUTH_URL, raw.APP_URL].some((url) => url.startsWith('http://')))
+      warnings.push({
+        level: 'error',
+        event: 'security.insecure_url',
+        message: 'http:// AUTH_URL or APP_URL on loopback in production: cookies are not Secure',
+      });
   }
 
   const appHost = new URL(raw.APP_URL).hostname;
@@ -218,7 +250,10 @@ export function parseConfig(
       retrySchedule: raw.WEBHOOK_RETRY_SCHEDULE,
       allowPrivateUrls: raw.WEBHOOK_ALLOW_PRIVATE_URLS ?? development,
       httpsOnly: production,
+      maxEndpoints: raw.WEBHOOK_MAX_ENDPOINTS,
+      allowedPorts: raw.WEBHOOK_ALLOWED_PORTS ?? (production ? [443] : [443, 80]),
     },
+    stepUp: { maxAgeSeconds: raw.STEP_UP_MAX_AGE },
   };
   return { config, warnings };
 }

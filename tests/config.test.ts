@@ -242,6 +242,47 @@ describe('parseConfig', () => {
     });
   });
 
+  describe('production at a public address fails safe', () => {
+    const PUBLIC = {
+      ...PRODUCTION,
+      AUTH_URL: 'https://auth.example.com',
+      APP_URL: 'https://app.example.com',
+      TRUSTED_PROXY_HOPS: '1',
+    };
+
+    it('starts with https URLs and an explicit TRUSTED_PROXY_HOPS (0 too)', () => {
+      expect(parseConfig(PUBLIC).config.auth.secureCookies).toBe(true);
+      expect(parseConfig({ ...PUBLIC, TRUSTED_PROXY_HOPS: '0' }).config.rateLimit.trustedProxyHops).toBe(0);
+    });
+
+    it.each(['AUTH_URL', 'APP_URL'] as const)('refuses an http:// %s, naming it', (name) => {
+      const problems = refusal({
+        ...PUBLIC,
+        [name]: `http://${name === 'AUTH_URL' ? 'auth' : 'app'}.example.com`,
+      }).problems;
+      expect(problems).toEqual([expect.stringMatching(new RegExp(`^${name}: must be https://`))]);
+    });
+
+    it('refuses a public deployment that leaves TRUSTED_PROXY_HOPS unset', () => {
+      const { TRUSTED_PROXY_HOPS: _hops, ...unset } = PUBLIC;
+      expect(refusal(unset).problems).toEqual([expect.stringMatching(/^TRUSTED_PROXY_HOPS: required in production/)]);
+    });
+
+    it('a production build on loopback starts (spec default of one hop), warned when its URLs are http://', () => {
+      const { config, warnings } = parseConfig(PRODUCTION);
+      expect(config.rateLimit.trustedProxyHops).toBe(1);
+      expect(warnings).toContainEqual(expect.objectContaining({ level: 'error', event: 'security.insecure_url' }));
+      expect(
+        parseConfig({ ...PUBLIC, AUTH_URL: 'http://127.0.0.1:4000' }).warnings.map((warning) => warning.event),
+      ).toContain('security.insecure_url');
+    });
+
+    it('a hosted Worker is exempt (the client address is CF-Connecting-IP, set by Cloudflare)', () => {
+      const { TRUSTED_PROXY_HOPS: _hops, ...unset } = PUBLIC;
+      expect(parseConfig(unset, { hosted: true }).config.auth.url).toBe('https://auth.example.com');
+    });
+  });
+
   describe('HOST, TRUSTED_PROXY_HOPS and the account budget', () => {
     it('HOST defaults to loopback in development and test, every interface in production', () => {
       expect(parseConfig({ NODE_ENV: 'development' }).config.host).toBe('127.0.0.1');
@@ -296,7 +337,31 @@ describe('parseConfig', () => {
         retrySchedule: [5, 300, 1800, 7200, 18000, 36000, 36000],
         allowPrivateUrls: true,
         httpsOnly: false,
+        maxEndpoints: 20,
+        allowedPorts: [443, 80],
       });
+      expect(config.stepUp).toEqual({ maxAgeSeconds: 600 });
+      expect(parseConfig(PRODUCTION).config.webhooks.allowedPorts).toEqual([443]);
+    });
+
+    it('WEBHOOK_MAX_ENDPOINTS, WEBHOOK_ALLOWED_PORTS (the list replaces the default) and STEP_UP_MAX_AGE', () => {
+      const { config } = parseConfig({
+        NODE_ENV: 'development',
+        WEBHOOK_MAX_ENDPOINTS: '3',
+        WEBHOOK_ALLOWED_PORTS: '8443, 443,8443',
+        STEP_UP_MAX_AGE: '120',
+      });
+      expect(config.webhooks).toMatchObject({ maxEndpoints: 3, allowedPorts: [8443, 443] });
+      expect(config.stepUp.maxAgeSeconds).toBe(120);
+      for (const [name, value] of [
+        ['WEBHOOK_ALLOWED_PORTS', '0'],
+        ['WEBHOOK_ALLOWED_PORTS', '65536'],
+        ['WEBHOOK_ALLOWED_PORTS', '443;80'],
+        ['WEBHOOK_MAX_ENDPOINTS', '0'],
+        ['STEP_UP_MAX_AGE', 'ten'],
+      ] as const) {
+        expect(refusal({ NODE_ENV: 'development', [name]: value }).problems).toEqual([expect.stringContaining(name)]);
+      }
     });
 
     it('production: https only, private addresses refused unless WEBHOOK_ALLOW_PRIVATE_URLS=true', () => {

@@ -20,6 +20,12 @@ export type Access =
        * not the ones that set this false (no key mints keys).
        */
       apiKeys?: boolean;
+      /**
+       * A sensitive action (docs/security.md "Step-up"): it needs a session
+       * that proved every factor within STEP_UP_MAX_AGE, and no API key ever
+       * performs it.
+       */
+      sensitive?: boolean;
     };
 
 export const access = {

@@ -22,6 +22,9 @@ export interface SessionStateRow {
   two_factor_enabled: boolean;
   /** The policy of the organization read (the active one, or the one asked for), when the user is a member. */
   require_mfa: boolean;
+  /** When the session last proved every factor (migrations/0009); null: never. */
+  step_up_at: Date | null;
+  session_created_at: Date | null;
 }
 
 /**

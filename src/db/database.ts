@@ -32,6 +32,8 @@ export interface SessionsTable {
   active_organization_id: string | null;
   /** Created by a passkey, or completed a second factor (migrations/0007). */
   mfa: Generated<boolean>;
+  /** When the session last proved every factor of its account; null: never (migrations/0009). */
+  step_up_at: NullableTimestamp;
   created_at: Timestamp;
   updated_at: Timestamp;
 }
