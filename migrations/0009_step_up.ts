@@ -9,8 +9,11 @@
  *   magic-link sign-in of an account with a password). A sensitive action
  *   needs it within STEP_UP_MAX_AGE seconds.
  * - session_state (0007) also answers step_up_at and the session's
- *   created_at in its one statement; its OUT columns change, so it is
- *   dropped and created again (down restores 0007's).
+ *   created_at in its one statement, and require_mfa is the policy of the
+ *   organization read whether or not the user is a member of it (a platform
+ *   admin acting in an organization is bound by it too); its OUT columns
+ *   change, so it is dropped and created again (down restores 0007's,
+ *   which answered require_mfa for members only).
  */
 import { sql, type Kysely } from 'kysely';
 
@@ -72,7 +75,7 @@ function sessionState({ stepUp }: { stepUp: boolean }) {
                  ${extraValues}
           FROM users u
           LEFT JOIN members m ON m.user_id = u.id AND m.organization_id = v_org
-          LEFT JOIN organizations o ON o.id = m.organization_id
+          LEFT JOIN organizations o ON o.id = ${stepUp ? sql`v_org` : sql`m.organization_id`}
           WHERE u.id = p_user_id;
       END
       $$

@@ -20,7 +20,7 @@ export interface SessionStateRow {
   permissions: string[];
   session_mfa: boolean;
   two_factor_enabled: boolean;
-  /** The policy of the organization read (the active one, or the one asked for), when the user is a member. */
+  /** The policy of the organization read (the active one, or the one asked for), member or not (migrations/0009). */
   require_mfa: boolean;
   /** When the session last proved every factor (migrations/0009); null: never. */
   step_up_at: Date | null;
