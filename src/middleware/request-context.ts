@@ -4,12 +4,29 @@ import type { Logger } from '../logger.js';
 import { runInRequestScope } from '../request-scope.js';
 import type { AppEnv } from '../types.js';
 
+const HEADER = 'X-Request-Id';
+
 /**
  * `X-Request-Id` on every response: the client's when well-formed (word
  * characters, `-` and `=`, at most 128), a fresh UUID otherwise.
+ *
+ * hono's middleware only prepares the header, which a handler returning a
+ * Response of its own (the auth library's answers, forwarded as they are)
+ * drops; so the header is set again on whatever response comes back, on a
+ * copy when that response's headers are immutable.
  */
 export function requestId(): MiddlewareHandler<AppEnv> {
-  return honoRequestId({ headerName: 'X-Request-Id', limitLength: 128, generator: () => crypto.randomUUID() });
+  const assign = honoRequestId({ headerName: HEADER, limitLength: 128, generator: () => crypto.randomUUID() });
+  return async function requestId(c, next) {
+    await assign(c, next);
+    const id = c.get('requestId');
+    if (c.res.headers.get(HEADER) === id) return;
+    try {
+      c.res.headers.set(HEADER, id);
+    } catch {
+      c.header(HEADER, id);
+    }
+  };
 }
 
 /**

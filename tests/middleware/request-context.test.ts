@@ -1,8 +1,11 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { LIBRARY_ROUTES } from '../../src/library/routes.js';
 import { createLogger, createMemoryLogger, type LogLevel } from '../../src/logger.js';
 import { access, guard } from '../../src/middleware/guard.js';
 import { createTestApp, type TestApp } from '../support/app.js';
-import { UUID_V4 } from '../support/http.js';
+import { APP_ORIGIN, UUID_V4 } from '../support/http.js';
+import { createOrganization } from '../support/orgs.js';
+import { signedInUser } from '../support/users.js';
 
 describe('request id and access log', () => {
   let t: TestApp;
@@ -63,6 +66,68 @@ describe('request id and access log', () => {
       }
       // The rejected value never reaches the log either.
       expect(JSON.stringify(t.logger.lines)).not.toContain('<script>');
+    });
+  });
+
+  describe('X-Request-Id on every answer of every door', () => {
+    /** A request as given, with a client-chosen id: the answer must echo it, whatever produced the answer. */
+    const ask = (path: string, init: { method?: string; headers?: Record<string, string>; body?: string } = {}) =>
+      t.app.request(path, { ...init, headers: { ...init.headers, 'x-request-id': 'door-check' } });
+
+    it("on every library route's answer, anonymous and signed in, with and without an Origin", async () => {
+      const owner = await signedInUser(t);
+      await createOrganization(t, owner);
+      const problems: string[] = [];
+      let answers = 0;
+      for (const route of LIBRARY_ROUTES) {
+        const path = `/api/auth${route.path.replace(/:\w+/g, 'x')}`;
+        for (const cookie of [undefined, owner.jar.header()]) {
+          for (const origin of [undefined, APP_ORIGIN]) {
+            const headers: Record<string, string> = {
+              ...(cookie ? { cookie } : {}),
+              ...(origin ? { origin } : {}),
+              ...(route.method === 'POST' ? { 'content-type': 'application/json' } : {}),
+            };
+            // Sign-out and the revocations would end the session the next requests use.
+            if (cookie && /sign-out|revoke|delete|leave/.test(route.path)) continue;
+            const res = await ask(path, {
+              method: route.method,
+              headers,
+              body: route.method === 'POST' ? '{}' : undefined,
+            });
+            answers += 1;
+            if (res.headers.get('x-request-id') !== 'door-check')
+              problems.push(
+                `${route.method} ${path} (${cookie ? 'session' : 'anonymous'}, ${origin ? 'Origin' : 'no Origin'}): ${res.status}, X-Request-Id ${res.headers.get('x-request-id')}`,
+              );
+          }
+        }
+      }
+      expect(answers).toBeGreaterThan(LIBRARY_ROUTES.length * 2);
+      expect(problems).toEqual([]);
+    });
+
+    it('on 404s, errors, CORS preflights and the docs', async () => {
+      const answers = {
+        unknown: await ask('/api/nowhere'),
+        unknownLibrary: await ask('/api/auth/nowhere'),
+        malformed: await ask('/api/roles', {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', origin: APP_ORIGIN },
+          body: '{',
+        }),
+        unauthorized: await ask('/api/roles'),
+        preflight: await ask('/api/roles', {
+          method: 'OPTIONS',
+          headers: { origin: APP_ORIGIN, 'access-control-request-method': 'POST' },
+        }),
+        options: await ask('/api/roles', { method: 'OPTIONS' }),
+        docs: await ask('/api/docs'),
+        document: await ask('/api/openapi.json'),
+      };
+      expect(answers.preflight.status).toBe(204);
+      for (const [label, res] of Object.entries(answers))
+        expect(res.headers.get('x-request-id'), label).toBe('door-check');
     });
   });
 
