@@ -12,19 +12,70 @@ export interface Cursor {
 }
 
 /**
- * A time PostgreSQL reads as a timestamptz the same way: at most microseconds
- * (more digits would round, possibly past the range), and an instant between
- * years 1 and 9999 UTC (PostgreSQL has no year 0 and refuses some far years
- * with an error, which must be the client's 400, not a 500).
+ * A cursor's time, as the pages write it (`YYYY-MM-DDTHH:MM:SS.ffffffZ`) or
+ * any RFC 3339 time PostgreSQL reads as the same instant: a real calendar
+ * date and clock time (no second 60, no hour 24), at most microseconds (more
+ * digits would round), an offset within PostgreSQL's ±15:59, years 1 to 9999
+ * both as written and in UTC (PostgreSQL has no year 0, and some far years
+ * are an error there). Anything else is the client's 400, never a 500.
  */
-const CursorTime = z.iso.datetime({ offset: true }).refine((value) => {
-  if ((/\.(\d+)/.exec(value)?.[1]?.length ?? 0) > 6) return false;
-  const at = new Date(value);
-  const year = at.getUTCFullYear();
-  return !Number.isNaN(at.getTime()) && year >= 1 && year <= 9999;
-}, 'Out of range');
+const CURSOR_TIME = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,6}))?(?:Z|([+-])(\d{2}):(\d{2}))$/;
 
-const CursorSchema = z.object({ createdAt: CursorTime, id: z.uuid() }).strict();
+/** Days in a month of the proleptic Gregorian calendar (PostgreSQL's and JavaScript's). */
+function daysIn(year: number, month: number): number {
+  const leap = year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0);
+  return month === 2 && leap ? 29 : DAYS_IN_MONTH[month - 1]!;
+}
+
+const DAYS_IN_MONTH = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
+
+/**
+ * The instant `value` names, written the one way the pages write it (UTC,
+ * six fractional digits), or null when it is not a cursor time. Only this
+ * form ever reaches PostgreSQL.
+ */
+export function cursorTime(value: string): string | null {
+  const match = CURSOR_TIME.exec(value);
+  if (!match) return null;
+  const [year, month, day, hour, minute, second] = match.slice(1, 7).map(Number) as [
+    number,
+    number,
+    number,
+    number,
+    number,
+    number,
+  ];
+  const micros = Number((match[7] ?? '').padEnd(6, '0'));
+  if (year < 1 || month < 1 || month > 12 || day < 1 || day > daysIn(year, month)) return null;
+  if (hour > 23 || minute > 59 || second > 59) return null;
+  let offsetMinutes = 0;
+  if (match[8]) {
+    const [offsetHours, offsetRest] = [Number(match[9]), Number(match[10])];
+    if (offsetHours > 15 || offsetRest > 59) return null;
+    offsetMinutes = (match[8] === '-' ? -1 : 1) * (offsetHours * 60 + offsetRest);
+  }
+  const local = new Date(0);
+  local.setUTCFullYear(year, month - 1, day);
+  local.setUTCHours(hour, minute, second, Math.floor(micros / 1000));
+  const at = new Date(local.getTime() - offsetMinutes * 60_000);
+  const utcYear = at.getUTCFullYear();
+  if (Number.isNaN(at.getTime()) || utcYear < 1 || utcYear > 9999) return null;
+  return `${at.toISOString().slice(0, 23)}${String(micros % 1000).padStart(3, '0')}Z`;
+}
+
+const CursorSchema = z
+  .object({
+    createdAt: z.string().transform((value, ctx) => {
+      const at = cursorTime(value);
+      if (at === null) {
+        ctx.addIssue({ code: 'custom', message: 'Out of range' });
+        return z.NEVER;
+      }
+      return at;
+    }),
+    id: z.uuid(),
+  })
+  .strict();
 
 /**
  * `created_at` to the microsecond, as the cursor keeps it: a JS Date holds
