@@ -55,17 +55,41 @@ export const emails = {
       url,
       'If it was not you, ignore this message; if you forgot your password, reset it from the sign-in page.',
     ),
+  /** The names are the inviter's choice: quoted and inert (`inertText`), so the mail's one link is `url`. */
   invitation: (to: string, url: string, organizationName: string, inviterName: string) =>
     linkMail(
       to,
-      `Join ${organizationName}`,
-      `${inviterName} invited you to join ${organizationName}.`,
+      `Join ${inertText(organizationName)}`,
+      `${inertText(inviterName)} invited you to join ${inertText(organizationName)}.`,
       'Accept invitation',
       url,
       'If you do not know them, ignore this message.',
     ),
 };
 
-function escapeHtml(value: string): string {
+// Line breaks and other control characters, which would let a name write lines of its own.
+// biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is its purpose
+const CONTROL = /[\u0000-\u001f\u007f-\u009f\u2028\u2029]+/g;
+// Invisible format characters (zero-width, bidirectional overrides and isolates), which make a name read as other text.
+const INVISIBLE = /[\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff]/g;
+// A full stop (ASCII, ideographic, full-width, half-width) joining two parts of a word: what makes a host name.
+const JOINING_DOT = /(?<=\S)[.\u3002\uff0e\uff61](?=[\p{L}\p{N}])/gu;
+
+/**
+ * Text someone else chose (an organization's or a person's name), as a mail
+ * shows it: on one line, without invisible characters, quoted, and with
+ * nothing a mail client would turn into a link: `://` is written `[:]//`
+ * and a dot inside a word `[.]` (the "defanged" form of security advisories),
+ * so neither `https://evil.example` nor `evil.example` or `www.evil.example`
+ * is recognised as an address, in the text part or in the HTML one (which
+ * escapes it besides).
+ */
+export function inertText(value: string): string {
+  const flat = value.replace(CONTROL, ' ').replace(INVISIBLE, '').trim();
+  // A quote inside would close the quotation early and let the rest read as the mail's own words.
+  return `"${flat.replaceAll('"', "'").replaceAll('://', '[:]//').replace(JOINING_DOT, '[.]')}"`;
+}
+
+export function escapeHtml(value: string): string {
   return value.replace(/[&<>"']/g, (char) => `&#${char.charCodeAt(0)};`);
 }
