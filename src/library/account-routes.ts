@@ -72,6 +72,7 @@ export const ACCOUNT_ROUTES: readonly LibraryRoute[] = [
     method: 'POST',
     path: '/reset-password',
     access: access.public(),
+    transactional: true,
     body: z.looseObject({ newPassword: line(1024), token: line(512).optional() }),
   },
   { method: 'GET', path: '/reset-password/:token', access: access.public() },
@@ -84,8 +85,8 @@ export const ACCOUNT_ROUTES: readonly LibraryRoute[] = [
   // The signed-in user's own account and sessions.
   { method: 'GET', path: '/list-sessions', access: session() },
   { method: 'POST', path: '/revoke-session', access: session(), body: z.object({ id: uuid }).strict() },
-  { method: 'POST', path: '/revoke-sessions', access: session() },
-  { method: 'POST', path: '/revoke-other-sessions', access: session() },
+  { method: 'POST', path: '/revoke-sessions', access: session(), transactional: true },
+  { method: 'POST', path: '/revoke-other-sessions', access: session(), transactional: true },
   {
     method: 'POST',
     path: '/update-user',
@@ -96,6 +97,7 @@ export const ACCOUNT_ROUTES: readonly LibraryRoute[] = [
     method: 'POST',
     path: '/change-password',
     access: session(),
+    transactional: true,
     body: z
       .object({ currentPassword: line(1024), newPassword: line(1024), revokeOtherSessions: z.boolean().optional() })
       .strict(),

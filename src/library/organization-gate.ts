@@ -21,7 +21,11 @@ export function authorizedOrganization(c: Context<AppEnv>): OrganizationTarget |
   return targets.get(c);
 }
 
-/** The caller's permissions in `organizationId`, and its MFA policy: the session's own when it is the active one. */
+/**
+ * The caller's permissions in `organizationId` (none unless a member), and the
+ * organization's MFA policy, which binds every session acting in it, member
+ * or not (a platform admin included): the session's own when it is the active one.
+ */
 export async function organizationFor(
   db: Kysely<DB>,
   session: EnrichedSession,
@@ -31,9 +35,11 @@ export async function organizationFor(
   if (organizationId === session.session.activeOrganizationId)
     return { id: organizationId, permissions: session.permissions, requireMfa: session.requireMfa };
   const state = await loadSessionState(db, session.session.id, session.user.id, organizationId);
-  return state?.member_id
-    ? { id: organizationId, permissions: state.permissions, requireMfa: state.require_mfa }
-    : { id: organizationId, permissions: [], requireMfa: false };
+  return {
+    id: organizationId,
+    permissions: state?.member_id ? state.permissions : [],
+    requireMfa: state?.require_mfa ?? false,
+  };
 }
 
 /**
@@ -79,6 +85,8 @@ export interface OrganizationCall {
   session: EnrichedSession | null;
   organizationId: string | null;
   body: JsonObject | null;
+  /** The query string as sent (a reset token may travel there). */
+  query?: Record<string, string>;
   requestId: string;
   /** Our role slug named by an invitation (the library is told `member`). */
   invitedRoleSlug?: string;

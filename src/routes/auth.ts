@@ -1,7 +1,7 @@
 import { z } from '@hono/zod-openapi';
 import type { Context } from 'hono';
 import type { Kysely } from 'kysely';
-import type { Auth } from '../auth/auth.js';
+import { type Auth, COOKIE_PREFIX } from '../auth/auth.js';
 import type { Config } from '../config.js';
 import { runInTransaction } from '../db/ambient.js';
 import type { DB } from '../db/database.js';
@@ -85,6 +85,19 @@ function withErrorCode(response: Response, body: { code?: unknown; message?: unk
   return reply(response, { code, message: body.message });
 }
 
+/**
+ * The session token a library answer sets in the session cookie, when it
+ * issued one (better-call's signed value `<token>.<signature>`, URI-encoded);
+ * null when the answer sets none or expires it.
+ */
+function issuedSessionToken(response: Response, config: Config): string | null {
+  const name = `${config.auth.secureCookies ? '__Secure-' : ''}${COOKIE_PREFIX}.session_token=`;
+  const header = response.headers.getSetCookie().findLast((cookie) => cookie.startsWith(name));
+  const value = decodeURIComponent(header?.slice(name.length).split(';')[0] ?? '');
+  const dot = value.lastIndexOf('.');
+  return dot > 0 ? value.slice(0, dot) : null;
+}
+
 /** Ends the ambient transaction with the library's own error response, rolling back whatever it wrote. */
 class Rollback extends Error {
   constructor(readonly response: Response) {
@@ -161,6 +174,7 @@ export function authRoutes({ auth, config, db, store, clock }: Deps) {
       session,
       organizationId: target?.id ?? null,
       body: input.body,
+      query: input.query,
       requestId: c.get('requestId'),
     };
     if (route.path === '/organization/invite-member') {
@@ -206,7 +220,7 @@ export function authRoutes({ auth, config, db, store, clock }: Deps) {
         const { response, body } = await forward(c, request);
         if (!response.ok && route.commitsRefusals) return finish(response, body);
         if (!response.ok) throw new Rollback(finish(response, body));
-        await afterSecondFactorCall(trx, call, body, secondFactor);
+        await afterSecondFactorCall(trx, call, body, secondFactor, issuedSessionToken(response, config));
         return finish(response, await afterOrganizationCall(trx, call, body));
       });
     } catch (error) {

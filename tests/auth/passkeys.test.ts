@@ -101,9 +101,19 @@ describe('passkeys', () => {
       jar: user.jar,
     });
     expect(rename.status).toBe(200);
+    // Another user's passkey answers as an unknown one does (API.md "Errors": 404, never revealing it exists).
     const stranger = await call(t, '/api/auth/passkey/delete-passkey', { body: { id: theirs!.id }, jar: user.jar });
-    expect(stranger.status).toBeGreaterThanOrEqual(400);
-    expect(stranger.status).toBeLessThan(500);
+    const unknown = await call(t, '/api/auth/passkey/delete-passkey', {
+      body: { id: crypto.randomUUID() },
+      jar: user.jar,
+    });
+    for (const refused of [stranger, unknown]) {
+      expect(await expectStatus(refused, 404)).toEqual({ code: 'NOT_FOUND', message: 'Passkey not found' });
+    }
+    const kept = await t.database.withOwner((owner) =>
+      owner.selectFrom('passkeys').select('id').where('id', '=', theirs!.id).execute(),
+    );
+    expect(kept).toEqual([{ id: theirs!.id }]);
     expect((await call(t, '/api/auth/passkey/delete-passkey', { body: { id: mine!.id }, jar: user.jar })).status).toBe(
       200,
     );

@@ -2,7 +2,8 @@ import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createEvents } from '../../src/events.js';
 import { createTestApp, type TestApp } from '../support/app.js';
-import { call, expectStatus, mailsTo } from '../support/http.js';
+import { CookieJar, call, expectStatus, mailsTo, PASSWORD } from '../support/http.js';
+import { enableTotp } from '../support/mfa.js';
 import {
   type Actor,
   addMember,
@@ -346,6 +347,74 @@ describe('organization plugin routes', () => {
       ).toMatchObject({ code: 'VALIDATION_ERROR' });
       const full = await call(t, `${ORG}/get-full-organization?organizationId=x`, { jar: org.owner.jar });
       expect(await expectStatus(full, 400)).toMatchObject({ code: 'VALIDATION_ERROR' });
+    });
+  });
+
+  describe('an organization that requires MFA binds a platform admin who is not a member', () => {
+    let guarded: TestOrganization;
+    let superadmin: Awaited<ReturnType<typeof signedInUser>>;
+    beforeAll(async () => {
+      guarded = await createOrganization(t, await signedInUser(t));
+      // The policy as PATCH /api/organization/security leaves it (tests/routes/organization-security covers that route).
+      await t.database.withOwner((owner) =>
+        owner.updateTable('organizations').set({ require_mfa: true }).where('id', '=', guarded.id).execute(),
+      );
+      superadmin = await signedInUser(t);
+      await t.database.withOwner((owner) =>
+        owner.updateTable('users').set({ role: 'superadmin' }).where('id', '=', superadmin.id).execute(),
+      );
+    });
+
+    /** The organization calls a platform admin makes naming an organization it is not a member of. */
+    const callsIn = (organizationId: string) =>
+      [
+        ['has-permission', { body: { organizationId, permissions: { members: ['read'] } } }],
+        ['get-active-member-role', { query: `organizationId=${organizationId}` }],
+        ['get-full-organization', { query: `organizationId=${organizationId}` }],
+        ['list-members', { query: `organizationId=${organizationId}` }],
+        ['list-invitations', { query: `organizationId=${organizationId}` }],
+        ['update', { body: { organizationId, data: { name: 'Renamed by a platform admin' } } }],
+        ['invite-member', { body: { organizationId, email: 'invitee@example.test', role: 'member' } }],
+      ] as const;
+    const send = (jar: Actor['jar'], path: string, input: { body?: unknown; query?: string }) =>
+      call(t, `${ORG}/${path}${input.query ? `?${input.query}` : ''}`, { jar, body: input.body });
+
+    it('answers 403 MFA_REQUIRED to its single-factor session, has-permission and get-active-member-role included', async () => {
+      for (const [path, input] of callsIn(guarded.id)) {
+        expect(await expectStatus(await send(superadmin.jar, path, input), 403), path).toEqual({
+          code: 'MFA_REQUIRED',
+          message: 'Multi-factor authentication required',
+        });
+      }
+      const stored = await t.database.withOwner((owner) =>
+        owner.selectFrom('organizations').select('name').where('id', '=', guarded.id).executeTakeFirstOrThrow(),
+      );
+      expect(stored.name).toBe(guarded.name);
+      expect(await invitationRows(guarded.id)).toEqual([]);
+    });
+
+    it('in an organization without the policy the same session passes the guard', async () => {
+      const answer = await expectStatus(await send(superadmin.jar, 'has-permission', callsIn(org.id)[0][1]), 200);
+      expect(answer).toMatchObject({ success: true });
+      // Past the guard: the service answers that it is no member there.
+      expect(
+        await expectStatus(await send(superadmin.jar, 'get-active-member-role', callsIn(org.id)[1][1]), 404),
+      ).toEqual({ code: 'NOT_FOUND', message: 'Member not found' });
+    });
+
+    it('a multi-factor session of the platform admin passes the guard', async () => {
+      const jar = new CookieJar();
+      expect(
+        (await call(t, '/api/auth/sign-in/email', { body: { email: superadmin.email, password: PASSWORD }, jar }))
+          .status,
+      ).toBe(200);
+      await enableTotp(t, jar);
+      const answer = await expectStatus(await send(jar, 'has-permission', callsIn(guarded.id)[0][1]), 200);
+      expect(answer).toMatchObject({ success: true });
+      expect(await expectStatus(await send(jar, 'get-active-member-role', callsIn(guarded.id)[1][1]), 404)).toEqual({
+        code: 'NOT_FOUND',
+        message: 'Member not found',
+      });
     });
   });
 
