@@ -9,7 +9,9 @@ import type { DB } from '../db/database.js';
 import { describeError } from '../errors.js';
 import type { Events } from '../events.js';
 import type { Logger } from '../logger.js';
+import { accountEvents } from './account-events.js';
 import type { Mailer } from './email.js';
+import { proveEmailOwnership } from './email-proof.js';
 import { emails } from './email-templates.js';
 import { hashPassword, verifyPassword } from './password.js';
 import { authDatabaseAdvancedOptions, authSchemaOptions, organizationPluginSchema } from './schema.js';
@@ -56,6 +58,10 @@ export function createAuth({ config, db, mailer, logger, events, background = (t
   // A send whose failure the mailer has already logged and emitted (EMAIL_SEND_FAILED).
   const sendLater = (message: Parameters<Mailer['send']>[0]) => background(send(message).catch(() => {}));
   const secondFactor = secondFactorHooks({ config, db: ambientAware(db) });
+  // docs/security.md "Account linking" and "Security notices" (src/auth/account-events.ts).
+  const account = accountEvents({ config, db: ambientAware(db), mailer, background });
+  // docs/security.md "Account linking": each path that proves the address takes the account from whoever held it before.
+  const proveEmail = (userId: string) => proveEmailOwnership(ambientAware(db), userId);
   const options = {
     appName: 'Gatehouse',
     baseURL: config.auth.url,
@@ -71,13 +77,39 @@ export function createAuth({ config, db, mailer, logger, events, background = (t
     // rules: member roles change through /api/admin/members/:memberId only.
     disabledPaths: ['/organization/update-member-role'],
     ...authSchemaOptions,
-    user: { ...authSchemaOptions.user, deleteUser: { enabled: false }, changeEmail: { enabled: false } },
+    user: {
+      ...authSchemaOptions.user,
+      deleteUser: { enabled: false },
+      changeEmail: { enabled: false },
+      // OAuth only for an address the provider asserts as verified.
+      validateUserInfo: account.validateUserInfo,
+    },
+    account: {
+      ...authSchemaOptions.account,
+      // docs/security.md "Account linking", stated here rather than left to
+      // the library's defaults: a provider identity joins an existing account
+      // only when the provider asserts the account's own address as verified
+      // and the account's address is verified too; the profile never
+      // overwrites the account's. "Trusted" tells the library to take the
+      // providers' own verified flag, which `validateUserInfo` requires on
+      // every OAuth sign-in, sign-up and link (so that a refusal says
+      // `email_not_verified`); the one library path that skips it, linking
+      // by ID token, is refused (src/auth/account-events.ts).
+      accountLinking: {
+        enabled: true,
+        trustedProviders: ['google', 'github'],
+        requireLocalEmailVerified: true,
+        allowDifferentEmails: false,
+        updateUserInfoOnLink: false,
+      },
+    },
     session: {
       ...authSchemaOptions.session,
       additionalFields: sessionMfaField,
       ...SESSION_SETTINGS,
     },
     // API.md "Multi-factor authentication" (src/auth/second-factor.ts).
+    // The security notices' hooks are a plugin's (below): its after hook runs after these.
     hooks: secondFactor.hooks,
     databaseHooks: secondFactor.databaseHooks,
     emailAndPassword: {
@@ -86,6 +118,11 @@ export function createAuth({ config, db, mailer, logger, events, background = (t
       minPasswordLength: 8,
       maxPasswordLength: 128,
       revokeSessionsOnPasswordReset: true,
+      // The reset link was read at the account's address: that proves it.
+      onPasswordReset: async ({ user }, request) => {
+        await proveEmail(user.id);
+        account.passwordReset(user, request);
+      },
       // The library's own scrypt and stored format, with bounded use of
       // libuv's thread pool and a constant-time compare (src/auth/password.ts).
       // Sign-in for an unknown email still hashes once, through the same hook.
@@ -101,6 +138,10 @@ export function createAuth({ config, db, mailer, logger, events, background = (t
       sendOnSignUp: true,
       autoSignInAfterVerification: true,
       expiresIn: 60 * 60,
+      // Before the library marks the address verified and signs the prover in.
+      beforeEmailVerification: async (user) => {
+        await proveEmail(user.id);
+      },
       sendVerificationEmail: ({ user, url }) => send(emails.verification(user.email, url)),
     },
     socialProviders: {
@@ -134,6 +175,7 @@ export function createAuth({ config, db, mailer, logger, events, background = (t
           send(emails.invitation(email, `${config.auth.appUrl}/accept-invitation/${id}`, org.name, inviter.user.name)),
       }),
       ...secondFactorPlugins(config),
+      account.plugin,
     ],
     rateLimit: { enabled: false },
     // Errors that are not the library's own answers (a database that is down,

@@ -19,6 +19,7 @@ export const AUDIT_ACTIONS = [
   'user.two_factor_disabled',
   'user.passkey_added',
   'user.passkey_removed',
+  'user.account_linked',
   'organization.security_updated',
   'member.added',
   'member.removed',

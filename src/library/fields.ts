@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import type { Access } from '../auth/access.js';
+import { canonicalEmail, keepsItsCase } from '../auth/email-address.js';
 
 /** What each entry of the library-route table declares (library/routes.ts). */
 export interface LibraryRoute {
@@ -42,9 +43,16 @@ export const httpUrl = z
   .refine((value) => /^https?:\/\/[^\s]+$/i.test(value) && URL.canParse(value), 'must be an http(s) URL');
 /** Where the library redirects after a flow: a path, or a URL it checks against the trusted origins. */
 export const callback = line(2048).optional();
-export const email = line(254);
+/**
+ * An address as the library gets it: in its canonical form (trimmed, ASCII
+ * letters lower-cased), and refused when the library's own lower-casing would
+ * fold it onto another address (src/auth/email-address.ts).
+ */
+export const email = line(254)
+  .transform(canonicalEmail)
+  .refine(keepsItsCase, 'must not contain upper-case letters outside ASCII');
 /** Where an email names someone to act on (an invitee, a member), it must be one. */
-export const address = z.email().max(254);
+export const address = z.email().max(254).transform(canonicalEmail);
 export const uuid = z.uuid({ version: 'v4' });
 export const slug = z
   .string()

@@ -1,0 +1,63 @@
+import type { Kysely } from 'kysely';
+import { runInTransaction } from '../db/ambient.js';
+import type { DB } from '../db/database.js';
+
+/** What a proof took away from the account. */
+export interface EmailProof {
+  userId: string;
+  /** Provider identities (GitHub, Google, …) that were linked before the proof. */
+  removedLinks: number;
+  removedSessions: number;
+  removedPasskeys: number;
+  removedTwoFactor: boolean;
+}
+
+/**
+ * docs/security.md "Account linking": the moment an account's address is
+ * proven by whoever reads its mail (a verification link, a password reset,
+ * a magic link, an SSO sign-in at a verified domain), nothing that was
+ * attached to the account before the proof is trusted: while the address was
+ * unverified, anyone could have created the account under it. Every provider
+ * link, session, passkey and second factor of the unverified account is
+ * removed (sessions as deleted rows, so every instance refuses them on their
+ * next request), then the address is marked verified. The password stays:
+ * on the verification path it is the one the sign-up being verified chose,
+ * on the reset path the one the prover just set.
+ *
+ * Returns null when the account does not exist or was already verified (a
+ * verified account keeps what it has). Called by every proof path; SSO and
+ * SCIM, which verify addresses themselves, call it too.
+ */
+export async function proveEmailOwnership(db: Kysely<DB>, userId: string): Promise<EmailProof | null> {
+  return runInTransaction(db, async (trx) => {
+    const user = await trx
+      .selectFrom('users')
+      .select(['id', 'email_verified'])
+      .where('id', '=', userId)
+      .forUpdate()
+      .executeTakeFirst();
+    if (!user || user.email_verified) return null;
+    const links = await trx
+      .deleteFrom('accounts')
+      .where('user_id', '=', userId)
+      .where('provider_id', '<>', 'credential')
+      .executeTakeFirst();
+    const sessions = await trx.deleteFrom('sessions').where('user_id', '=', userId).executeTakeFirst();
+    const passkeys = await trx.deleteFrom('passkeys').where('user_id', '=', userId).executeTakeFirst();
+    const twoFactor = await trx.deleteFrom('two_factors').where('user_id', '=', userId).executeTakeFirst();
+    // Pending second-factor sign-ins of the account (src/auth/second-factor.ts names them `2fa-…`).
+    await trx.deleteFrom('verifications').where('value', '=', userId).where('identifier', 'like', '2fa-%').execute();
+    await trx
+      .updateTable('users')
+      .set({ email_verified: true, two_factor_enabled: false, updated_at: new Date() })
+      .where('id', '=', userId)
+      .execute();
+    return {
+      userId,
+      removedLinks: Number(links.numDeletedRows),
+      removedSessions: Number(sessions.numDeletedRows),
+      removedPasskeys: Number(passkeys.numDeletedRows),
+      removedTwoFactor: twoFactor.numDeletedRows > 0n,
+    };
+  });
+}
