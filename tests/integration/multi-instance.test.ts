@@ -9,7 +9,8 @@
  * bites on the very next request through instance B, whose cache was warmed
  * just before by reading through it:
  *
- *   1. a revoked session (revoke-sessions from another session; sign-out of the same one),
+ *   1. a revoked session (revoke-sessions from another session; sign-out of the same one;
+ *      a password change from another session, which ends the others),
  *   2. a member's role change (admin -> viewer),
  *   3. a member's removal,
  *
@@ -390,6 +391,32 @@ describe('two Node instances on one PostgreSQL and one Redis', { timeout: 180_00
       expectError(await b.request('/api/roles', { cookie: cookies, ip: user.ip }), 401, 'UNAUTHORIZED');
       expect(expectAnswer(await b.request('/api/session', { cookie: cookies, ip: user.ip }), 200)).toBeNull();
     });
+  });
+
+  it("a password change through A ends the user's other session on its next request through B", async () => {
+    const user = await newUser(a, 'password');
+    // The session that changes it: a second password sign-in, from another address (the auth tier counts each).
+    const changer = await signIn(a, { email: user.email, ip: freshAddress() });
+
+    // B reads the other session (twice: the second answer comes from its warm cache, where it keeps one).
+    for (let i = 0; i < 2; i += 1) {
+      expect(expectAnswer(await b.request('/api/users/me', { jar: user.jar, ip: user.ip }), 200).id).toBe(user.id);
+    }
+
+    expectAnswer(
+      await a.request('/api/auth/change-password', {
+        body: { currentPassword: PASSWORD, newPassword: 'a new passphrase for two instances' },
+        jar: changer.jar,
+        ip: freshAddress(),
+      }),
+      200,
+    );
+
+    expectError(await b.request('/api/users/me', { jar: user.jar, ip: user.ip }), 401, 'UNAUTHORIZED');
+    expect(expectAnswer(await b.request('/api/session', { jar: user.jar, ip: user.ip }), 200)).toBeNull();
+    // The session that made the change stays, on either instance.
+    expect(expectAnswer(await b.request('/api/users/me', { jar: changer.jar, ip: user.ip }), 200).id).toBe(user.id);
+    expect(expectAnswer(await c.request('/api/users/me', { jar: changer.jar, ip: user.ip }), 200).id).toBe(user.id);
   });
 
   it("a member's role change through A (admin -> viewer) bites on the member's next request through B", async () => {
