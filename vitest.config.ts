@@ -65,6 +65,8 @@ export default defineConfig({
           // every file closes the databases and servers it opens; and the helpers'
           // counters (tests/support) only ever hand out fresh values.
           isolate: false,
+          // global.gc() for tests/webhooks/timeouts.test.ts (vitest sets execArgv per project, not per file).
+          execArgv: ['--expose-gc'],
           testTimeout: 30_000,
           hookTimeout: 60_000,
           env: { NODE_ENV: 'test' },
@@ -88,6 +90,7 @@ export default defineConfig({
             'tests/rate-limit-store.test.ts',
             'tests/integration/**/*.test.ts',
           ],
+          execArgv: ['--expose-gc'],
           testTimeout: 60_000,
           hookTimeout: 120_000,
           env: { NODE_ENV: 'test', ...servers },

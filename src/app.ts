@@ -138,6 +138,7 @@ export function createApp(deps: AppDeps, options: CreateAppOptions = {}) {
       db,
       secrets: createSecretBox(config.auth.secret),
       urlPolicy: urlPolicyFor(config.webhooks, options.resolveHost),
+      maxEndpoints: config.webhooks.maxEndpoints,
     }),
   );
   app.route('/', userRoutes({ db, clock, graceDays: config.accountDeletionGraceDays }));

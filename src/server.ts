@@ -11,6 +11,7 @@ import { answerClientErrors, LISTENER_OPTIONS, nodeClientIp } from './node-liste
 import { createBatchedStdioSink } from './node-log-sink.js';
 import { delivererFor } from './webhooks/deliverer.js';
 import { startDeliveryLoop } from './webhooks/loop.js';
+import { pinnedFetch } from './webhooks/pinned-fetch.js';
 
 /** Every address a host name resolves to (webhook URLs must not reach a private one). */
 const resolveHost = async (host: string) => (await lookup(host, { all: true })).map((entry) => entry.address);
@@ -43,7 +44,13 @@ async function main(): Promise<void> {
     },
   );
   const deliveries = await startDeliveryLoop({
-    deliverer: delivererFor(config, { db: database.db, logger, resolve: resolveHost }),
+    deliverer: delivererFor(config, {
+      db: database.db,
+      logger,
+      resolve: resolveHost,
+      // Connect only to the addresses the policy checked (no DNS rebinding between the check and the send).
+      fetch: config.webhooks.allowPrivateUrls ? undefined : pinnedFetch({ resolve: resolveHost }),
+    }),
     database,
     logger,
   });

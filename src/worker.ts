@@ -62,7 +62,10 @@ function runtimeFor(env: Bindings): Runtime | ConfigError {
       const logger = createLogger({ level: config.logLevel });
       logConfigWarnings(logger, warnings);
       const { database, scope } = openRequestScopedPostgres({ url: config.database.url });
-      const deliverer = delivererFor(config, { db: database.db, logger });
+      // A Worker invocation has six connections open at once (the database's
+      // is one): five sends, so none waits out its timeout queued for a
+      // connection; two of them at most for one organization.
+      const deliverer = delivererFor(config, { db: database.db, logger, concurrency: 5, perOrganization: 2 });
       const deliver = (budgetMs: number) =>
         deliverer
           .deliverDue({ budgetMs })

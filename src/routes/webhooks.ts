@@ -14,7 +14,7 @@ import {
 } from '../db/queries/webhooks.js';
 import { ApiError } from '../errors.js';
 import { access, sessionOf } from '../middleware/guard.js';
-import { createRouter, defineRoute, jsonContent } from '../router.js';
+import { createRouter, defineRoute, ErrorSchema, jsonContent } from '../router.js';
 import { generateWebhookSecret, type SecretBox } from '../webhooks/secrets.js';
 import { checkWebhookUrl, type UrlPolicy } from '../webhooks/url-policy.js';
 import { IdParams, isoOrNull, uniqueArray, updateBody } from './schemas.js';
@@ -76,14 +76,19 @@ const DeliverySchema = z
 
 const read = access.permissions('organizations:read');
 const write = access.permissions('organizations:write');
+/** Creating an endpoint or rotating its secret hands out a signing secret: a session's doing, never an API key's. */
+const writeSecret = access.session({ organization: true, permissions: ['organizations:write'], apiKeys: false });
 
 const createRoute = defineRoute({
   method: 'post',
   path: '/api/webhooks',
-  access: write,
-  summary: 'Add a webhook endpoint to the active organization',
+  access: writeSecret,
+  summary: 'Add a webhook endpoint to the active organization (at most WEBHOOK_MAX_ENDPOINTS)',
   request: { body: { content: { 'application/json': { schema: CreateWebhookSchema } }, required: true } },
-  responses: { 201: jsonContent(CreatedWebhookSchema, 'The endpoint, with its signing secret shown once') },
+  responses: {
+    201: jsonContent(CreatedWebhookSchema, 'The endpoint, with its signing secret shown once'),
+    409: jsonContent(ErrorSchema, 'QUOTA_EXCEEDED: the organization has WEBHOOK_MAX_ENDPOINTS endpoints already'),
+  },
 });
 
 const listRoute = defineRoute({
@@ -118,7 +123,7 @@ const deleteRoute = defineRoute({
 const rotateRoute = defineRoute({
   method: 'post',
   path: '/api/webhooks/{id}/rotate-secret',
-  access: write,
+  access: writeSecret,
   summary: 'Replace the signing secret; the old one signs nothing from now on',
   request: { params: IdParams },
   responses: { 200: jsonContent(z.object({ id: z.uuid(), secret: z.string() }), 'The new secret, shown once') },
@@ -167,15 +172,18 @@ function toWebhook(row: {
   };
 }
 
-/** API.md "Webhooks": an organization's endpoints, managed with organizations:write, read with organizations:read. */
+/** README "Webhooks": an organization's endpoints, managed with organizations:write, read with organizations:read. */
 export function webhookRoutes({
   db,
   secrets,
   urlPolicy,
+  maxEndpoints,
 }: {
   db: Kysely<DB>;
   secrets: SecretBox;
   urlPolicy: UrlPolicy;
+  /** WEBHOOK_MAX_ENDPOINTS: an organization's endpoints at most. */
+  maxEndpoints: number;
 }) {
   const checkedUrl = async (url: string) => {
     const verdict = await checkWebhookUrl(url, urlPolicy);
@@ -208,6 +216,7 @@ export function webhookRoutes({
           sealedSecret: await secrets.seal(secret),
         },
         actorOf(c),
+        { maxEndpoints },
       );
       const { disabledReason: _, ...created } = toWebhook(endpoint);
       return c.json({ ...created, secret }, 201);

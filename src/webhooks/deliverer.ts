@@ -9,22 +9,33 @@ import { createSecretBox, type SecretBox } from './secrets.js';
 import { deliveryHeaders } from './signing.js';
 import { checkWebhookUrl, type UrlPolicy, urlPolicyFor } from './url-policy.js';
 
-/** API.md: a 2xx within 10 s succeeds. */
+/** README "Webhooks": a 2xx within 10 s succeeds. */
 export const DELIVERY_TIMEOUT_MS = 10_000;
 /** An endpoint whose deliveries have all failed for this long is disabled. */
 export const DISABLE_AFTER_MS = 5 * 24 * 60 * 60 * 1000;
 /** What a delivery's `lastError` keeps of a response body. */
 const EXCERPT = 200;
 
-/** The start of a response body, read no further than needed (a receiver's body may be large or endless). */
-async function readExcerpt(response: Response): Promise<string> {
+/** Settles when `signal` aborts (never rejects). */
+const aborted = (signal: AbortSignal) =>
+  new Promise<void>((resolve) => {
+    if (signal.aborted) resolve();
+    else signal.addEventListener('abort', () => resolve(), { once: true });
+  });
+
+/**
+ * The start of a response body, read no further than needed (a receiver's
+ * body may be large or endless) and no longer than the attempt's time.
+ */
+async function readExcerpt(response: Response, signal: AbortSignal): Promise<string> {
   const reader = response.body?.getReader();
   if (!reader) return '';
   const chunks: Uint8Array[] = [];
   let length = 0;
+  const stop = aborted(signal).then(() => ({ done: true, value: undefined }) as const);
   try {
     while (length < EXCERPT) {
-      const { done, value } = await reader.read();
+      const { done, value } = await Promise.race([reader.read(), stop]);
       if (done) break;
       chunks.push(value);
       length += value.length;
@@ -51,10 +62,30 @@ export interface DelivererOptions {
   urlPolicy: UrlPolicy;
   logger: Logger;
   clock?: Clock;
+  /** The most an attempt takes, from the URL check to the end of reading the answer (default 10 s). */
   timeoutMs?: number;
   /** Deliveries in flight at once (and claimed per round): memory stays bounded whatever the backlog. */
   concurrency?: number;
+  /**
+   * The most deliveries of one organization leased at once, by every
+   * instance together: the rest of `concurrency` stays for the others,
+   * however slow or silent its endpoints are.
+   */
+  perOrganization?: number;
+  /** How a delivery is sent (default: fetch); on Node, pinnedFetch connects only to checked addresses. */
+  fetch?: WebhookFetch;
 }
+
+/** The part of fetch the deliverer uses: a POST with a string body, redirects not followed. */
+export type WebhookFetch = (
+  url: URL,
+  init: { method: 'POST'; headers: Record<string, string>; body: string; signal: AbortSignal },
+) => Promise<Response>;
+
+const fetchTransport: WebhookFetch = (url, init) => fetch(url, { ...init, redirect: 'manual' });
+
+/** How long a lease outlasts the longest attempt: time to record its outcome. */
+export const LEASE_MARGIN_MS = 20_000;
 
 export interface DeliveryRun {
   attempted: number;
@@ -68,22 +99,63 @@ export interface DeliveryRun {
  * before each attempt (a name may have come to resolve to a private address).
  */
 export function createDeliverer(options: DelivererOptions) {
-  const { db, secrets, retrySchedule, urlPolicy, logger } = options;
+  const { db, secrets, retrySchedule, urlPolicy, logger, fetch: transport = fetchTransport } = options;
   const clock = options.clock ?? (() => new Date());
   const timeoutMs = options.timeoutMs ?? DELIVERY_TIMEOUT_MS;
-  const concurrency = options.concurrency ?? 8;
-  // A lease outlives the attempt (timeout + the time to record it): no other instance sends it meanwhile.
-  const leaseMs = timeoutMs + 20_000;
+  const concurrency = options.concurrency ?? 16;
+  const perOrganization = Math.min(options.perOrganization ?? 4, concurrency);
+  // Every attempt ends within timeoutMs (below), so a lease of timeout +
+  // margin outlasts it: no other instance sends a delivery while it is in flight.
+  const leaseMs = timeoutMs + LEASE_MARGIN_MS;
   let stopped = false;
   // Stopping aborts the sends in flight: each is recorded as due again at once,
   // for whichever instance runs next. One controller per run: on Workers an
   // AbortSignal belongs to the request (or cron event) that made it.
   const runs = new Set<AbortController>();
+  // Runs waiting for a send to end, to be woken early by new work (nudge).
+  const waiting = new Set<() => void>();
 
+  /**
+   * One attempt, over by `timeoutMs` whatever the receiver, the resolver or
+   * the transport do: a timer this function owns aborts the send and ends
+   * the wait. (Not AbortSignal.timeout combined with AbortSignal.any: on
+   * Node 20 a garbage collection can take the timeout's signal before it
+   * fires, and the send then waits for the HTTP client's own 300 s timeout.)
+   */
   async function send(
     delivery: ClaimedDelivery,
     stopping: AbortSignal,
   ): Promise<{ statusCode: number | null; error: string | null; interrupted?: boolean }> {
+    const controller = new AbortController();
+    const timeout = new DOMException(`No answer within ${timeoutMs} ms`, 'TimeoutError');
+    const timer = setTimeout(() => controller.abort(timeout), timeoutMs);
+    const stop = () => controller.abort(new DOMException('The instance is stopping', 'AbortError'));
+    if (stopping.aborted) stop();
+    else stopping.addEventListener('abort', stop, { once: true });
+    const ended = aborted(controller.signal).then(() => {
+      throw controller.signal.reason;
+    });
+    ended.catch(() => {});
+    try {
+      return await Promise.race([exchange(delivery, controller.signal), ended]);
+    } catch (error) {
+      if (stopping.aborted)
+        return { statusCode: null, error: 'Interrupted: the instance was stopping', interrupted: true };
+      if (controller.signal.reason === timeout) return { statusCode: null, error: `TimeoutError: ${timeout.message}` };
+      const { name, message } = error instanceof Error ? error : { name: 'Error', message: String(error) };
+      const cause = error instanceof Error && error.cause instanceof Error ? ` (${error.cause.message})` : '';
+      return { statusCode: null, error: `${name}: ${message}${cause}`.slice(0, EXCERPT) };
+    } finally {
+      clearTimeout(timer);
+      stopping.removeEventListener('abort', stop);
+    }
+  }
+
+  /** The URL check, the signed POST and its answer, under the attempt's signal. */
+  async function exchange(
+    delivery: ClaimedDelivery,
+    signal: AbortSignal,
+  ): Promise<{ statusCode: number | null; error: string | null }> {
     const verdict = await checkWebhookUrl(delivery.url, urlPolicy);
     if (!verdict.ok) return { statusCode: null, error: `URL refused: ${verdict.reason}` };
     const body = JSON.stringify(delivery.payload);
@@ -93,30 +165,21 @@ export function createDeliverer(options: DelivererOptions) {
     const secret = await secrets.open(delivery.secret).catch(() => null);
     if (secret === null)
       return { statusCode: null, error: 'Signing secret unreadable (AUTH_SECRET changed?): rotate the secret' };
-    try {
-      const response = await fetch(verdict.url, {
-        method: 'POST',
-        headers: await deliveryHeaders(secret, delivery.id, clock(), body),
-        body,
-        redirect: 'manual',
-        signal: AbortSignal.any([AbortSignal.timeout(timeoutMs), stopping]),
-      });
-      if (response.status >= 200 && response.status < 300) {
-        await response.body?.cancel();
-        return { statusCode: response.status, error: null };
-      }
-      const excerpt = await readExcerpt(response);
-      return {
-        statusCode: response.status,
-        error: `HTTP ${response.status}${excerpt ? `: ${excerpt}` : ''}`.slice(0, EXCERPT),
-      };
-    } catch (error) {
-      if (stopping.aborted)
-        return { statusCode: null, error: 'Interrupted: the instance was stopping', interrupted: true };
-      const { name, message } = error instanceof Error ? error : { name: 'Error', message: String(error) };
-      const cause = error instanceof Error && error.cause instanceof Error ? ` (${error.cause.message})` : '';
-      return { statusCode: null, error: `${name}: ${message}${cause}`.slice(0, EXCERPT) };
+    const response = await transport(verdict.url, {
+      method: 'POST',
+      headers: await deliveryHeaders(secret, delivery.id, clock(), body),
+      body,
+      signal,
+    });
+    if (response.status >= 200 && response.status < 300) {
+      response.body?.cancel().catch(() => {});
+      return { statusCode: response.status, error: null };
     }
+    const excerpt = await readExcerpt(response, signal);
+    return {
+      statusCode: response.status,
+      error: `HTTP ${response.status}${excerpt ? `: ${excerpt}` : ''}`.slice(0, EXCERPT),
+    };
   }
 
   async function attempt(delivery: ClaimedDelivery, stopping: AbortSignal): Promise<boolean> {
@@ -125,8 +188,9 @@ export function createDeliverer(options: DelivererOptions) {
     const succeeded = error === null;
     const delay = retrySchedule[delivery.attempts - 1];
     const failingFor = delivery.failing_since ? now.getTime() - new Date(delivery.failing_since).getTime() : 0;
-    await settleAttempt(db, {
+    const recorded = await settleAttempt(db, {
       id: delivery.id,
+      leasedUntil: delivery.locked_until,
       endpointId: delivery.endpoint_id,
       succeeded,
       statusCode,
@@ -143,18 +207,22 @@ export function createDeliverer(options: DelivererOptions) {
       attempt: delivery.attempts,
       statusCode,
       ...(error ? { error } : {}),
+      // The lease ran out before the outcome was written (a stalled database): the new claim's outcome stands.
+      ...(recorded ? {} : { leaseLost: true }),
     });
     return succeeded;
   }
 
   return {
     /**
-     * Sends what is due, `concurrency` at a time: whenever fewer are in
-     * flight, claims as many as there is room for; when none is due, waits
-     * for a send to end (new events may have come meanwhile) and looks
-     * again; returns when none is due and none is in flight, or once
-     * `budgetMs` has passed (no new claim after it). Memory holds at most
-     * `concurrency` deliveries, whatever the backlog.
+     * Sends what is due, `concurrency` at a time and at most
+     * `perOrganization` of one organization (across instances): whenever
+     * fewer are in flight, claims as many as there is room for, taking the
+     * organizations in turn; when none can be claimed, waits for a send to
+     * end or for `nudge` (new events) and looks again; returns when none is
+     * due and none is in flight, or once `budgetMs` has passed (no new claim
+     * after it). Memory holds at most `concurrency` deliveries, whatever the
+     * backlog.
      */
     async deliverDue({ budgetMs }: { budgetMs?: number } = {}): Promise<DeliveryRun> {
       const until = budgetMs === undefined ? Number.POSITIVE_INFINITY : Date.now() + budgetMs;
@@ -182,12 +250,23 @@ export function createDeliverer(options: DelivererOptions) {
           const room = concurrency - inFlight.size;
           if (room > 0) {
             const now = clock();
-            const batch = await claimDue(db, { now, leaseUntil: new Date(now.getTime() + leaseMs), limit: room });
+            const batch = await claimDue(db, {
+              now,
+              leaseUntil: new Date(now.getTime() + leaseMs),
+              limit: room,
+              perOrganization,
+            });
             for (const delivery of batch) start(delivery);
             if (batch.length > 0) continue;
             if (inFlight.size === 0) break;
           }
-          await Promise.race(inFlight);
+          let wake = () => {};
+          const nudged = new Promise<void>((resolve) => {
+            wake = resolve;
+          });
+          waiting.add(wake);
+          await Promise.race([...inFlight, nudged]);
+          waiting.delete(wake);
         }
         await Promise.all(inFlight);
       } finally {
@@ -195,10 +274,15 @@ export function createDeliverer(options: DelivererOptions) {
       }
       return run;
     },
+    /** New work may be due (an event written, a retry's time come): runs waiting on their sends look again now. */
+    nudge() {
+      for (const wake of waiting) wake();
+    },
     /** Claims nothing more; deliveries already claimed are sent and recorded by the runs that hold them. */
     stop() {
       stopped = true;
       for (const run of runs) run.abort();
+      for (const wake of waiting) wake();
     },
   };
 }
@@ -208,12 +292,21 @@ export type Deliverer = ReturnType<typeof createDeliverer>;
 /** The deliverer the configuration describes (secrets under AUTH_SECRET, WEBHOOK_* settings). */
 export function delivererFor(
   config: Config,
-  deps: { db: Kysely<DB>; logger: Logger; clock?: Clock; resolve?: UrlPolicy['resolve'] },
+  deps: {
+    db: Kysely<DB>;
+    logger: Logger;
+    clock?: Clock;
+    resolve?: UrlPolicy['resolve'];
+    fetch?: WebhookFetch;
+  } & Pick<DelivererOptions, 'concurrency' | 'perOrganization'>,
 ): Deliverer {
   return createDeliverer({
     db: deps.db,
     logger: deps.logger,
     clock: deps.clock,
+    fetch: deps.fetch,
+    concurrency: deps.concurrency,
+    perOrganization: deps.perOrganization,
     secrets: createSecretBox(config.auth.secret),
     retrySchedule: config.webhooks.retrySchedule,
     urlPolicy: urlPolicyFor(config.webhooks, deps.resolve),

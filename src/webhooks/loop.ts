@@ -19,6 +19,7 @@ export interface DeliveryLoop {
  * A Node instance's deliverer: woken at commit by the database's
  * notification, and by a timer for retries (and for anything a lost
  * notification left behind). One round at a time; a wake during a round
+ * nudges it (a round waiting on slow sends claims the new work now) and
  * runs another after it.
  */
 export async function startDeliveryLoop({
@@ -49,6 +50,7 @@ export async function startDeliveryLoop({
     if (stopped) return;
     if (running) {
       again = true;
+      deliverer.nudge();
       return;
     }
     running = round().finally(() => {

@@ -1,5 +1,5 @@
 /**
- * Webhook signing secrets (API.md "Webhooks"): `whsec_` + base64 of 24
+ * Webhook signing secrets (README "Webhooks"): `whsec_` + base64 of 24
  * random bytes, shown to the caller on creation and rotation only, and kept
  * at rest encrypted under AUTH_SECRET (AES-256-GCM, a key derived with
  * HKDF-SHA-256), so a read of the database alone cannot forge deliveries.

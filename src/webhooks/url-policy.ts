@@ -1,15 +1,21 @@
 /**
- * API.md "Webhooks" URLs: `https://` only in production (`http://` too
- * elsewhere); no address in a loopback, unspecified (0.0.0.0/8), private,
- * shared (100.64.0.0/10), link-local or unique-local range, however it is
- * spelled (the URL parser normalises decimal, octal and hex IPv4 and
- * IPv6 forms; IPv4-mapped and NAT64 IPv6 are read as the IPv4 inside), unless
- * private URLs are allowed. A host name is resolved (Node) and every address
- * it resolves to must pass; the deliverer checks again before each attempt.
+ * Webhook URLs (README "Webhooks", docs/webhooks.md "URLs"): `https://` only
+ * in production (`http://` too elsewhere); only the allowed ports; no
+ * address outside the public internet: every special-purpose range of the
+ * IANA IPv4 and IPv6 registries that is not globally reachable, however it is
+ * spelled (the URL parser normalises decimal, octal and hex IPv4 and IPv6
+ * forms), and the IPv4 inside an IPv4-mapped, NAT64 (64:ff9b::/96) or 6to4
+ * (2002::/16) address must pass too. Private URLs allowed (development, local
+ * receivers) lifts the address and port rules. A host name is resolved
+ * (Node) and every address it resolves to must pass; the deliverer checks
+ * again before each attempt, and on Node connects only to an address it
+ * checked (pinned-fetch.ts).
  */
 export interface UrlPolicy {
   httpsOnly: boolean;
   allowPrivate: boolean;
+  /** The ports a URL may name (the scheme's default when it names none); absent = any. */
+  allowedPorts?: readonly number[];
   /** Every address a host name resolves to; absent (Workers) = names are not resolved. */
   resolve?: (host: string) => Promise<string[]>;
 }
@@ -29,19 +35,28 @@ function ipFamily(address: string): 0 | 4 | 6 {
 type Range = [bigint, number];
 const v4 = (a: string, bits: number): Range => [ipv4ToBigInt(a), bits];
 
-/** Not public: RFC 6890 special-purpose ranges a webhook must not reach. */
+/**
+ * Not globally reachable: the IANA IPv4 Special-Purpose Address Registry
+ * (RFC 6890 and its updates) entries marked so, plus multicast and the
+ * deprecated 6to4 relay anycast. 192.0.0.0/24 is refused whole (two of its
+ * /32s are anycast services no webhook needs).
+ */
 const V4_BLOCKED: Range[] = [
-  v4('0.0.0.0', 8), // unspecified / "this network"
+  v4('0.0.0.0', 8), // "this network"
   v4('10.0.0.0', 8), // private
   v4('100.64.0.0', 10), // shared (carrier-grade NAT)
   v4('127.0.0.0', 8), // loopback
   v4('169.254.0.0', 16), // link-local (cloud metadata)
   v4('172.16.0.0', 12), // private
   v4('192.0.0.0', 24), // IETF protocol assignments
+  v4('192.0.2.0', 24), // documentation (TEST-NET-1)
+  v4('192.88.99.0', 24), // 6to4 relay anycast (deprecated, RFC 7526)
   v4('192.168.0.0', 16), // private
   v4('198.18.0.0', 15), // benchmarking
+  v4('198.51.100.0', 24), // documentation (TEST-NET-2)
+  v4('203.0.113.0', 24), // documentation (TEST-NET-3)
   v4('224.0.0.0', 4), // multicast
-  v4('240.0.0.0', 4), // reserved, broadcast
+  v4('240.0.0.0', 4), // reserved, and 255.255.255.255 broadcast
 ];
 
 function ipv4ToBigInt(address: string): bigint {
@@ -67,6 +82,23 @@ function ipv6ToBigInt(address: string): bigint {
 const inRange = (value: bigint, width: number, [base, bits]: Range) =>
   value >> BigInt(width - bits) === base >> BigInt(width - bits);
 
+const v6 = (address: string, bits: number): Range => [ipv6ToBigInt(address), bits];
+
+/**
+ * Inside global unicast (2000::/3), the IANA IPv6 Special-Purpose Address
+ * Registry entries that are not globally reachable. 2001::/23 is refused
+ * whole (Teredo, which hides an IPv4 address, included; its few anycast
+ * entries are services no webhook needs).
+ */
+const V6_BLOCKED_UNICAST: Range[] = [
+  v6('2001::', 23), // IETF protocol assignments: Teredo, benchmarking, ORCHID
+  v6('2001:db8::', 32), // documentation
+  v6('3fff::', 20), // documentation (RFC 9637)
+];
+
+/** The IPv4 address in the low 32 bits of `value`, dotted. */
+const dotted = (value: bigint) => [24n, 16n, 8n, 0n].map((shift) => String((value >> shift) & 0xffn)).join('.');
+
 /** Whether an IP address (either family) is outside the public internet. */
 export function isPrivateAddress(address: string): boolean {
   const family = ipFamily(address);
@@ -74,20 +106,20 @@ export function isPrivateAddress(address: string): boolean {
   if (family !== 6) return true;
   const value = ipv6ToBigInt(address);
   const top = (bits: number) => value >> BigInt(128 - bits);
-  // IPv4-mapped (::ffff:0:0/96), IPv4-compatible (::/96) and NAT64 (64:ff9b::/96): the IPv4 inside decides.
-  if (top(96) === 0xffffn || top(96) === 0n || top(96) === 0x64ff9b0000000000000000n) {
-    if (value <= 1n) return true; // :: and ::1
-    const embedded = value & 0xffffffffn;
-    return isPrivateAddress([24n, 16n, 8n, 0n].map((shift) => String((embedded >> shift) & 0xffn)).join('.'));
-  }
-  return (
-    top(7) === 0x7en || // fc00::/7 unique-local
-    top(10) === 0x3fan || // fe80::/10 link-local
-    top(10) === 0x3fbn || // fec0::/10 site-local (deprecated)
-    top(8) === 0xffn || // multicast
-    top(32) === 0x20010db8n // documentation
-  );
+  // IPv4-mapped (::ffff:0:0/96) and the well-known NAT64 prefix (64:ff9b::/96, RFC 6052): the IPv4 inside decides.
+  if (top(96) === 0xffffn || top(96) === 0x64ff9b0000000000000000n) return isPrivateAddress(dotted(value));
+  // 6to4 (2002::/16, RFC 3056): the IPv4 address in bits 16-48 decides.
+  if (top(16) === 0x2002n) return isPrivateAddress(dotted(top(48)));
+  // Everything else outside global unicast (2000::/3): unspecified, loopback,
+  // IPv4-compatible and IPv4-translated (::ffff:0:0:0/96), local-use NAT64
+  // (64:ff9b:1::/48), discard (100::/64), SRv6 (5f00::/16), unique-local,
+  // link-local, site-local, multicast, and what IANA has not allocated.
+  if (top(3) !== 1n) return true;
+  return V6_BLOCKED_UNICAST.some((range) => inRange(value, 128, range));
 }
+
+/** The port a URL reaches: the one it names, else its scheme's default. */
+const portOf = (url: URL) => (url.port ? Number(url.port) : url.protocol === 'https:' ? 443 : 80);
 
 export async function checkWebhookUrl(raw: string, policy: UrlPolicy): Promise<UrlVerdict> {
   let url: URL;
@@ -101,12 +133,13 @@ export async function checkWebhookUrl(raw: string, policy: UrlPolicy): Promise<U
   if (url.username || url.password) return { ok: false, reason: 'must not carry credentials' };
   if (policy.allowPrivate) return { ok: true, url };
   const host = url.hostname.replace(/^\[|\]$/g, '');
-  if (ipFamily(host))
-    return isPrivateAddress(host) ? { ok: false, reason: 'must not point at a private address' } : { ok: true, url };
+  const literal = ipFamily(host) !== 0;
   const name = host.toLowerCase().replace(/\.$/, '');
-  if (name === 'localhost' || name.endsWith('.localhost') || !name.includes('.'))
+  if (literal ? isPrivateAddress(host) : name === 'localhost' || name.endsWith('.localhost') || !name.includes('.'))
     return { ok: false, reason: 'must not point at a private address' };
-  if (!policy.resolve) return { ok: true, url };
+  if (policy.allowedPorts && !policy.allowedPorts.includes(portOf(url)))
+    return { ok: false, reason: `port must be one of ${policy.allowedPorts.join(', ')}` };
+  if (literal || !policy.resolve) return { ok: true, url };
   let addresses: string[];
   try {
     addresses = await policy.resolve(name);
@@ -120,8 +153,13 @@ export async function checkWebhookUrl(raw: string, policy: UrlPolicy): Promise<U
 
 /** The policy the configuration sets; `resolve` where the runtime can resolve names (Node). */
 export function urlPolicyFor(
-  webhooks: { httpsOnly: boolean; allowPrivateUrls: boolean },
+  webhooks: { httpsOnly: boolean; allowPrivateUrls: boolean; allowedPorts: readonly number[] },
   resolve?: UrlPolicy['resolve'],
 ): UrlPolicy {
-  return { httpsOnly: webhooks.httpsOnly, allowPrivate: webhooks.allowPrivateUrls, resolve };
+  return {
+    httpsOnly: webhooks.httpsOnly,
+    allowPrivate: webhooks.allowPrivateUrls,
+    allowedPorts: webhooks.allowedPorts,
+    resolve,
+  };
 }

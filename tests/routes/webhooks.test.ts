@@ -6,12 +6,14 @@ import { signedInUser } from '../support/users.js';
 import { createWebhook, deliveriesOf, startReceiver, testDeliverer, verified } from '../support/webhooks.js';
 
 /**
- * API.md "Webhooks", the management routes: create (the secret shown once),
+ * README "Webhooks", the management routes: create (the secret shown once),
  * list (never the secret), update, delete, rotate, test, deliveries; the
  * contract's validation (catalog names or ["*"], URLs: no private, loopback,
- * link-local, shared or unique-local address in any spelling); audited as
- * webhook.*; organizations:write to manage, organizations:read to read;
- * another organization's endpoint is a 404.
+ * link-local, shared or unique-local address in any spelling; only the
+ * allowed ports); audited as webhook.*; organizations:write to manage,
+ * organizations:read to read; another organization's endpoint is a 404; at
+ * most WEBHOOK_MAX_ENDPOINTS per organization; an API key never creates an
+ * endpoint or rotates its secret.
  */
 const SECRET = /^whsec_[A-Za-z0-9+/]{32}$/;
 
@@ -314,6 +316,153 @@ describe('webhook endpoints', () => {
       (e) => e.metadata.webhookId === created.id,
     );
     expect(rotations).toEqual([]);
+  });
+
+  it('takes only ports 443 and 80 outside production; WEBHOOK_ALLOWED_PORTS replaces the list', async () => {
+    for (const url of ['https://93.184.215.14/p', 'https://93.184.215.14:443/p', 'http://93.184.215.14:80/p'])
+      await expectStatus(await post({ url, events: ['*'] }), 201);
+    for (const url of [
+      'https://93.184.215.14:8443/p',
+      'http://hooks.example.com:8080/p',
+      'https://93.184.215.14:22/',
+    ]) {
+      const error = await expectError(await post({ url, events: ['*'] }), 400, 'VALIDATION_ERROR');
+      expect(error.details, url).toEqual([{ path: 'url', message: 'port must be one of 443, 80' }]);
+    }
+    const listed = await createTestApp({
+      database: t.database,
+      clock: t.clock,
+      env: { WEBHOOK_ALLOW_PRIVATE_URLS: 'false', WEBHOOK_ALLOWED_PORTS: '8443' },
+    });
+    try {
+      const own = await createOrganization(listed, await signedInUser(listed));
+      const created = await expectStatus(
+        await call(listed, '/api/webhooks', {
+          body: { url: 'https://93.184.215.14:8443/p', events: ['*'] },
+          jar: own.owner.jar,
+        }),
+        201,
+      );
+      const refused = await expectError(
+        await call(listed, '/api/webhooks', {
+          body: { url: 'https://93.184.215.14/p', events: ['*'] },
+          jar: own.owner.jar,
+        }),
+        400,
+        'VALIDATION_ERROR',
+      );
+      expect(refused.details).toEqual([{ path: 'url', message: 'port must be one of 8443' }]);
+      // The same rule on a change of URL.
+      await expectError(
+        await call(listed, `/api/webhooks/${created.id}`, {
+          method: 'PATCH',
+          body: { url: 'https://93.184.215.14:9000/p' },
+          jar: own.owner.jar,
+        }),
+        400,
+        'VALIDATION_ERROR',
+      );
+    } finally {
+      await listed.close();
+    }
+  });
+
+  it('keeps an organization to WEBHOOK_MAX_ENDPOINTS endpoints, also when creations race (409 QUOTA_EXCEEDED)', async () => {
+    const limited = await createTestApp({
+      database: t.database,
+      clock: t.clock,
+      env: { WEBHOOK_ALLOW_PRIVATE_URLS: 'false', WEBHOOK_MAX_ENDPOINTS: '3' },
+    });
+    try {
+      const own = await createOrganization(limited, await signedInUser(limited));
+      const create = (n: number) =>
+        call(limited, '/api/webhooks', {
+          body: { url: `https://93.184.215.14/q${n}`, events: ['*'] },
+          jar: own.owner.jar,
+        });
+      const count = async () =>
+        (await expectStatus<unknown[]>(await call(limited, '/api/webhooks', { jar: own.owner.jar }), 200)).length;
+      // Five at once on an empty organization: three are created, two refused.
+      const burst = await Promise.all([1, 2, 3, 4, 5].map(create));
+      expect(burst.map((r) => r.status).sort()).toEqual([201, 201, 201, 409, 409]);
+      for (const refused of burst.filter((r) => r.status === 409))
+        expect(await refused.json()).toEqual({ code: 'QUOTA_EXCEEDED', message: 'Quota exceeded' });
+      expect(await count()).toBe(3);
+      // One deleted: two racing for the one free place, one wins.
+      const [first] = await expectStatus<{ id: string }[]>(
+        await call(limited, '/api/webhooks', { jar: own.owner.jar }),
+        200,
+      );
+      await expectStatus(
+        await call(limited, `/api/webhooks/${first!.id}`, { method: 'DELETE', jar: own.owner.jar }),
+        200,
+      );
+      const race = await Promise.all([create(6), create(7)]);
+      expect(race.map((r) => r.status).sort()).toEqual([201, 409]);
+      expect(await count()).toBe(3);
+      // Nothing was audited for a refusal.
+      const created = await auditRows(limited, own.id, 'webhook.created');
+      expect(created).toHaveLength(4);
+      // The limit is the organization's: another one creates its own.
+      const other = await createOrganization(limited, await signedInUser(limited));
+      await expectStatus(
+        await call(limited, '/api/webhooks', {
+          body: { url: 'https://93.184.215.14/r', events: ['*'] },
+          jar: other.owner.jar,
+        }),
+        201,
+      );
+    } finally {
+      await limited.close();
+    }
+  });
+
+  it('never lets an API key create an endpoint or rotate a secret (403 FORBIDDEN), nothing created or rotated', async () => {
+    const keyed = await createTestApp({
+      database: t.database,
+      clock: t.clock,
+      env: { WEBHOOK_ALLOW_PRIVATE_URLS: 'false', API_KEY_AUTH: 'enabled' },
+    });
+    try {
+      const own = await createOrganization(keyed, await signedInUser(keyed));
+      const created = await createWebhook(keyed, own.owner, { url: 'https://93.184.215.14/k', events: ['*'] });
+      const key = await expectStatus<{ key: string }>(
+        await call(keyed, '/api/api-keys', {
+          body: { name: 'hooks', scopes: ['organizations:read', 'organizations:write'] },
+          jar: own.owner.jar,
+        }),
+        201,
+      );
+      const bearer = { authorization: `Bearer ${key.key}` };
+      // The key works on the routes that hand out no secret.
+      expect((await call(keyed, '/api/webhooks', { headers: bearer })).status).toBe(200);
+      await expectStatus(
+        await call(keyed, `/api/webhooks/${created.id}`, {
+          method: 'PATCH',
+          body: { description: 'by key' },
+          headers: bearer,
+        }),
+        200,
+      );
+      await expectError(
+        await call(keyed, '/api/webhooks', {
+          body: { url: 'https://93.184.215.14/k2', events: ['*'] },
+          headers: bearer,
+        }),
+        403,
+        'FORBIDDEN',
+      );
+      await expectError(
+        await call(keyed, `/api/webhooks/${created.id}/rotate-secret`, { method: 'POST', headers: bearer }),
+        403,
+        'FORBIDDEN',
+      );
+      const listed = await expectStatus<unknown[]>(await call(keyed, '/api/webhooks', { jar: own.owner.jar }), 200);
+      expect(listed).toHaveLength(1);
+      expect(await auditRows(keyed, own.id, 'webhook.secret_rotated')).toEqual([]);
+    } finally {
+      await keyed.close();
+    }
   });
 
   it('makes member.added (an invitation accepted) and member.removed (removed or left) audit actions and events', async () => {

@@ -2,7 +2,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { createServer, type IncomingHttpHeaders, type RequestListener, type Server } from 'node:http';
 import { createServer as createTlsServer } from 'node:https';
-import type { AddressInfo } from 'node:net';
+import { type AddressInfo, createServer as createTcpServer, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Webhook } from 'standardwebhooks';
@@ -19,7 +19,9 @@ export type Answer =
   /** Never answers (the deliverer's timeout ends it). */
   | 'hang'
   /** Destroys the socket without an answer. */
-  | 'close';
+  | 'close'
+  /** Sends the status line, headers and a first byte of a 500's body, then nothing more (the body never ends). */
+  | 'trickle';
 
 export interface Received {
   headers: IncomingHttpHeaders;
@@ -60,6 +62,12 @@ export async function startReceiver(
         request.socket.on('close', done);
         return;
       }
+      if (decided === 'trickle') {
+        request.socket.on('close', done);
+        response.writeHead(500, { 'content-type': 'text/plain' });
+        response.write('s');
+        return;
+      }
       if (decided === 'close') {
         done();
         request.socket.destroy();
@@ -82,6 +90,63 @@ export async function startReceiver(
     close: () =>
       new Promise<void>((resolve) => {
         server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+/** The receivers a test file starts, closed together after each test. */
+export function receiverPool() {
+  const started: Receiver[] = [];
+  return {
+    async start(answer?: (index: number) => Answer | Promise<Answer>): Promise<Receiver> {
+      const receiver = await startReceiver(answer);
+      started.push(receiver);
+      return receiver;
+    },
+    async closeAll(): Promise<void> {
+      await Promise.all(started.splice(0).map((receiver) => receiver.close()));
+    },
+  };
+}
+
+export interface Tarpit {
+  /** `http://127.0.0.1:<port>`: append a path per endpoint. */
+  origin: string;
+  /** Connections open now, the most at once, accepted in all, and closed by the client. */
+  connections: { now: number; max: number; total: number; closed: number };
+  close(): Promise<void>;
+}
+
+/**
+ * A TCP listener on loopback that accepts every connection, reads what comes
+ * (so it sees the client close) and never writes a byte: the receiver that
+ * never answers, not even to say no.
+ */
+export async function startTarpit(): Promise<Tarpit> {
+  const connections = { now: 0, max: 0, total: 0, closed: 0 };
+  const sockets = new Set<Socket>();
+  const server = createTcpServer((socket) => {
+    sockets.add(socket);
+    connections.now += 1;
+    connections.total += 1;
+    connections.max = Math.max(connections.max, connections.now);
+    socket.on('error', () => {});
+    socket.resume();
+    socket.on('close', () => {
+      sockets.delete(socket);
+      connections.now -= 1;
+      connections.closed += 1;
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    origin: `http://127.0.0.1:${port}`,
+    connections,
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const socket of sockets) socket.destroy();
         server.close(() => resolve());
       }),
   };

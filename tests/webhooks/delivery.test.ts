@@ -8,18 +8,10 @@ import { createTestApp, type TestApp } from '../support/app.js';
 import { call, expectStatus } from '../support/http.js';
 import { auditRows, createOrganization, createRole, type TestOrganization } from '../support/orgs.js';
 import { signedInUser } from '../support/users.js';
-import {
-  type Answer,
-  createWebhook,
-  deliveriesOf,
-  type Receiver,
-  startReceiver,
-  testDeliverer,
-  verified,
-} from '../support/webhooks.js';
+import { createWebhook, deliveriesOf, receiverPool, testDeliverer, verified } from '../support/webhooks.js';
 
 /**
- * API.md "Webhooks", delivery: Standard Webhooks signatures checked by the
+ * README "Webhooks", delivery: Standard Webhooks signatures checked by the
  * reference implementation (standardwebhooks), at least once with the same
  * webhook-id on every retry, WEBHOOK_RETRY_SCHEDULE, failure on a redirect,
  * a timeout or a closed socket, failed after the schedule, endpoints
@@ -29,12 +21,8 @@ import {
 describe('webhook delivery', () => {
   let t: TestApp;
   let org: TestOrganization;
-  const receivers: Receiver[] = [];
-  const receiver = async (answer?: (index: number) => Answer | Promise<Answer>) => {
-    const started = await startReceiver(answer);
-    receivers.push(started);
-    return started;
-  };
+  const receivers = receiverPool();
+  const receiver = receivers.start;
   const newRole = (slug = `r-${crypto.randomUUID().slice(0, 8)}`) =>
     createRole(t, org.owner, { name: slug, permissions: ['roles:read'] });
 
@@ -47,7 +35,7 @@ describe('webhook delivery', () => {
     // Each test starts with no endpoint left from another.
     const listed = await expectStatus<{ id: string }[]>(await call(t, '/api/webhooks', { jar: org.owner.jar }), 200);
     for (const { id } of listed) await call(t, `/api/webhooks/${id}`, { method: 'DELETE', jar: org.owner.jar });
-    await Promise.all(receivers.splice(0).map((r) => r.close()));
+    await receivers.closeAll();
     // Each test starts at the real time (the receivers' signature check reads it too).
     t.clock.set(Date.now());
   });

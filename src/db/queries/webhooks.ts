@@ -27,13 +27,28 @@ export function listEndpoints(db: Kysely<DB>, tenantId: string) {
   );
 }
 
-/** Creates an endpoint with its (sealed) secret, audited as `webhook.created`. */
+/**
+ * Creates an endpoint with its (sealed) secret, audited as `webhook.created`;
+ * 409 QUOTA_EXCEEDED when the organization has `maxEndpoints` already. The
+ * count and the insert run under the organization's advisory lock, so two
+ * creations at the limit never both pass.
+ */
 export function createEndpoint(
   db: Kysely<DB>,
   input: { url: string; events: string[]; description: string | null; sealedSecret: string },
   { tenantId, actorId, requestId }: Actor,
+  { maxEndpoints }: { maxEndpoints: number },
 ) {
   return withTenant(db, tenantId, async (trx) => {
+    await sql`SELECT pg_advisory_xact_lock(hashtextextended(${`gatehouse.webhook_endpoints:${tenantId}`}, 0))`.execute(
+      trx,
+    );
+    const { count } = await trx
+      .selectFrom('webhook_endpoints')
+      .select((eb) => eb.fn.countAll<string>().as('count'))
+      .where('tenant_id', '=', tenantId)
+      .executeTakeFirstOrThrow();
+    if (Number(count) >= maxEndpoints) throw new ApiError('QUOTA_EXCEEDED', 'Quota exceeded');
     const endpoint = await trx
       .insertInto('webhook_endpoints')
       .values({
@@ -238,33 +253,76 @@ export interface ClaimedDelivery {
   url: string;
   secret: string;
   failing_since: Date | null;
+  /** The lease this claim holds: its outcome is recorded only while the lease is still this one. */
+  locked_until: Date;
 }
 
+/** Serialises claims (a transaction-scoped advisory lock): each sees the leases of the one before. */
+const CLAIM_LOCK = sql`pg_advisory_xact_lock(hashtextextended('gatehouse.webhook_claim', 0))`;
+
 /**
- * Leases up to `limit` due deliveries (FOR UPDATE SKIP LOCKED, so two
- * instances never take the same one) until `leaseUntil`, counting the attempt.
- * A lease that expires (the instance died mid-send) makes the delivery due again.
+ * Leases up to `limit` due deliveries until `leaseUntil`, counting the
+ * attempt, fairly across organizations:
+ *
+ * - an organization never holds more than `perOrganization` live leases,
+ *   counted over every instance (a lease is the row's `locked_until`), so a
+ *   slow or silent organization leaves the rest of the slots to the others;
+ * - the claim takes the organizations in turn: each organization's due
+ *   deliveries are numbered oldest first, and the claim takes the lowest
+ *   (leases held + number) first, so an organization with nothing in flight
+ *   goes before the second delivery of one that has some.
+ *
+ * Claims are serialised by an advisory lock so the counts are exact; FOR
+ * UPDATE SKIP LOCKED and the lease re-checked on the locked row keep two
+ * claims from ever taking the same delivery. A lease that expires (the
+ * instance died mid-send) makes the delivery due again.
  */
-export function claimDue(db: Kysely<DB>, { now, leaseUntil, limit }: { now: Date; leaseUntil: Date; limit: number }) {
+export function claimDue(
+  db: Kysely<DB>,
+  {
+    now,
+    leaseUntil,
+    limit,
+    perOrganization = limit,
+  }: { now: Date; leaseUntil: Date; limit: number; perOrganization?: number },
+) {
   return db.transaction().execute(async (trx) => {
     await setScope(trx, { webhookDeliverer: 'on' });
+    await sql`SELECT ${CLAIM_LOCK}`.execute(trx);
     const { rows } = await sql<ClaimedDelivery>`
-      WITH due AS (
-        SELECT d.id FROM webhook_deliveries d
+      WITH leased AS (
+        SELECT tenant_id, count(*) AS held FROM webhook_deliveries
+        WHERE status = 'pending' AND locked_until > ${now}
+        GROUP BY tenant_id
+      ),
+      ranked AS (
+        SELECT d.id, d.next_attempt_at, d.created_at,
+          coalesce(l.held, 0) + row_number() OVER (
+            PARTITION BY d.tenant_id ORDER BY d.next_attempt_at NULLS FIRST, d.created_at, d.id
+          ) AS turn
+        FROM webhook_deliveries d
         JOIN webhook_endpoints w ON w.id = d.endpoint_id
+        LEFT JOIN leased l ON l.tenant_id = d.tenant_id
         WHERE d.status = 'pending' AND (d.next_attempt_at IS NULL OR d.next_attempt_at <= ${now})
           AND (d.locked_until IS NULL OR d.locked_until <= ${now})
           -- A disabled endpoint receives only what its test button sends.
           AND (w.enabled OR d.event_type = 'webhook.test')
-        ORDER BY d.next_attempt_at NULLS FIRST, d.created_at
+      ),
+      picked AS (
+        SELECT id FROM ranked WHERE turn <= ${perOrganization}
+        ORDER BY turn, next_attempt_at NULLS FIRST, created_at, id
         LIMIT ${limit}
+      ),
+      due AS (
+        SELECT d.id FROM webhook_deliveries d JOIN picked USING (id)
+        WHERE d.status = 'pending' AND (d.locked_until IS NULL OR d.locked_until <= ${now})
         FOR UPDATE OF d SKIP LOCKED
       )
       UPDATE webhook_deliveries d
       SET locked_until = ${leaseUntil}, attempts = d.attempts + 1, updated_at = ${now}
       FROM due, webhook_endpoints w
       WHERE d.id = due.id AND w.id = d.endpoint_id
-      RETURNING d.id, d.tenant_id, d.endpoint_id, d.payload, d.attempts, w.url, w.secret, w.failing_since
+      RETURNING d.id, d.tenant_id, d.endpoint_id, d.payload, d.attempts, w.url, w.secret, w.failing_since, d.locked_until
     `.execute(trx);
     return rows;
   });
@@ -272,6 +330,8 @@ export function claimDue(db: Kysely<DB>, { now, leaseUntil, limit }: { now: Date
 
 export interface AttemptOutcome {
   id: string;
+  /** The claim's lease: a delivery whose lease has since passed to another claim is not touched. */
+  leasedUntil: Date;
   endpointId: string;
   succeeded: boolean;
   statusCode: number | null;
@@ -285,11 +345,15 @@ export interface AttemptOutcome {
   disable: string | null;
 }
 
-/** Settles one attempt: the delivery's state, and the endpoint's failure streak. */
+/**
+ * Settles one attempt: the delivery's state, and the endpoint's failure
+ * streak. Only while the delivery still holds this claim's lease: one whose
+ * lease ran out and was claimed again belongs to the new claim.
+ */
 export function settleAttempt(db: Kysely<DB>, outcome: AttemptOutcome) {
   return db.transaction().execute(async (trx) => {
     await setScope(trx, { webhookDeliverer: 'on' });
-    await trx
+    const settled = await trx
       .updateTable('webhook_deliveries')
       .set({
         status: outcome.succeeded ? 'succeeded' : outcome.retryAt ? 'pending' : 'failed',
@@ -300,7 +364,9 @@ export function settleAttempt(db: Kysely<DB>, outcome: AttemptOutcome) {
         updated_at: outcome.now,
       })
       .where('id', '=', outcome.id)
-      .execute();
+      .where('locked_until', '=', outcome.leasedUntil)
+      .executeTakeFirst();
+    if (settled.numUpdatedRows === 0n) return false;
     if (outcome.succeeded || outcome.endpointFailed)
       await trx
         .updateTable('webhook_endpoints')
@@ -314,5 +380,6 @@ export function settleAttempt(db: Kysely<DB>, outcome: AttemptOutcome) {
         .where('id', '=', outcome.endpointId)
         .execute();
     if (outcome.disable) await failPending(trx, outcome.endpointId, outcome.now);
+    return true;
   });
 }
