@@ -6,7 +6,7 @@ import { createMailer, type Mailer } from './auth/email.js';
 import { registerOrganizationHandlers } from './auth/organizations.js';
 import { createSessionResolver, type SessionStateRow } from './auth/session.js';
 import type { SessionStateCache } from './auth/session-state-cache.js';
-import { ApiError, renderError } from './errors.js';
+import { renderError } from './errors.js';
 import { createEvents, type Events } from './events.js';
 import { bodyLimit } from './middleware/body-limit.js';
 import { cors } from './middleware/cors.js';
@@ -18,7 +18,7 @@ import { accessLog, requestId } from './middleware/request-context.js';
 import { securityHeaders } from './middleware/security-headers.js';
 import { clearSessionStates, credentialResolver, session } from './middleware/session.js';
 import { deliverAfterResponse } from './middleware/webhooks.js';
-import { createRouter } from './router.js';
+import { createRouter, notFoundAnswer } from './router.js';
 import { adminRoutes } from './routes/admin.js';
 import { apiKeyRoutes } from './routes/api-keys.js';
 import { auditLogRoutes } from './routes/audit-logs.js';
@@ -146,7 +146,7 @@ export function createApp(deps: AppDeps, options: CreateAppOptions = {}) {
 
   mountDocs(app, { enabled: config.docsEnabled, serverUrl: config.auth.url });
 
-  app.notFound((c) => renderError(new ApiError('NOT_FOUND', 'Not found'), c));
+  app.notFound(notFoundAnswer(app));
   app.onError(renderError);
   return app;
 }

@@ -1,6 +1,7 @@
 import { createRoute, OpenAPIHono, type RouteConfig, z as zo } from '@hono/zod-openapi';
+import type { Context } from 'hono';
 import type { z } from 'zod';
-import { ApiError, type ErrorDetail } from './errors.js';
+import { ApiError, type ErrorDetail, renderError } from './errors.js';
 import { requireJson } from './middleware/body-limit.js';
 import { type Access, guard } from './middleware/guard.js';
 import type { AppEnv } from './types.js';
@@ -71,6 +72,48 @@ const RATE_LIMIT_HEADERS = {
   'Retry-After': { description: 'Seconds to wait', schema: { type: 'string' as const } },
 };
 
+/** The session variant of `Access`: what a protected route declares. */
+type SessionAccess = Extract<Access, { kind: 'session' }>;
+
+/** Which 403 codes the guard (and the CSRF check, on a state change) can answer a protected route with. */
+function forbiddenCodes(declared: SessionAccess, method: string): string {
+  const needsOrganization = Boolean(declared.organization || declared.permissions?.length);
+  const forbidden = [
+    declared.platformRoles ? 'the platform role does not match' : null,
+    // A key reaches only permission-guarded tenant routes (401 elsewhere); of those, not these.
+    (declared.sensitive || declared.apiKeys === false) && declared.permissions?.length && !declared.platformRoles
+      ? 'an API key'
+      : null,
+    method !== 'get' ? "a cookie-bearing state change from an origin other than the app's" : null,
+  ].filter(Boolean);
+  const codes = [
+    forbidden.length ? `FORBIDDEN (${forbidden.join('; ')})` : null,
+    declared.allowScheduledForDeletion ? null : 'ACCOUNT_SCHEDULED_FOR_DELETION',
+    needsOrganization ? 'NO_ACTIVE_ORGANIZATION' : null,
+    needsOrganization
+      ? 'MFA_REQUIRED (the organization requires multi-factor sessions; message `Multi-factor authentication required`)'
+      : null,
+    declared.permissions?.length ? 'INSUFFICIENT_PERMISSIONS' : null,
+    declared.sensitive
+      ? 'STEP_UP_REQUIRED (a sensitive action: the session has not proved every factor of its account within STEP_UP_MAX_AGE; message `Recent authentication required`; `POST /api/session/step-up` renews it)'
+      : null,
+  ].filter(Boolean);
+  return `${codes.join(', ')} (and NOT_OWNER where the route says so)`;
+}
+
+/**
+ * What a 400 means on a route. The JSON body check is global
+ * (middleware/json-input.ts): any request sent with a JSON content type has
+ * its body parsed, whether or not the route takes one.
+ */
+function validationDescription(validates: boolean): string {
+  const body =
+    'a body sent as JSON that is malformed, not UTF-8, nested deeper than 32 levels or holding a NUL character';
+  return validates
+    ? `VALIDATION_ERROR: ${body}; wrong types, unknown fields, a path id that is not a UUID v4, a bad query parameter (\`details\` name them)`
+    : `VALIDATION_ERROR: ${body} (checked on every request, even one to a route that takes no body)`;
+}
+
 /** The contract's error responses that can answer a route, from what it declares. */
 function errorResponses(config: RouteConfig, declared: Access) {
   const hasBody = Boolean(config.request?.body);
@@ -85,17 +128,11 @@ function errorResponses(config: RouteConfig, declared: Access) {
     Boolean(config.security?.length) &&
     config.security!.every((requirement) => Object.keys(requirement).length > 0);
   return {
-    ...(validates
-      ? { 400: errorResponse('VALIDATION_ERROR: malformed JSON, wrong types, unknown fields, bad ids or query') }
-      : {}),
+    400: errorResponse(validationDescription(validates)),
     ...(protectedRoute ? { 401: errorResponse('UNAUTHORIZED: no valid session') } : {}),
     ...(ownCredentials ? { 401: errorResponse('UNAUTHORIZED: missing or wrong credentials (see `security`)') } : {}),
     ...(protectedRoute
-      ? {
-          403: errorResponse(
-            'FORBIDDEN, NO_ACTIVE_ORGANIZATION, INSUFFICIENT_PERMISSIONS, ACCOUNT_SCHEDULED_FOR_DELETION (and NOT_OWNER where stated)',
-          ),
-        }
+      ? { 403: errorResponse(forbiddenCodes(declared, config.method)) }
       : config.method !== 'get'
         ? // The CSRF check is global (middleware/csrf.ts): it does not ask whether the route needs the cookie.
           {
@@ -108,7 +145,7 @@ function errorResponses(config: RouteConfig, declared: Access) {
     ...(protectedRoute && config.method !== 'get'
       ? {
           409: errorResponse(
-            'SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE or TARGET_NOT_ADMIN where the route can cause them',
+            'SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE, TARGET_NOT_ADMIN or QUOTA_EXCEEDED where the route can cause them',
           ),
         }
       : {}),
@@ -121,20 +158,28 @@ function errorResponses(config: RouteConfig, declared: Access) {
   };
 }
 
+/**
+ * The session cookie under either name (routes/docs.ts): a deployment reads
+ * the one its AUTH_URL implies, `__Secure-` prefixed when it is https.
+ */
+const sessionCookies = () => [{ sessionCookie: [] }, { secureSessionCookie: [] }];
+
 /** The access rule as the OpenAPI document states it (`x-access`, and `security`). */
 function describeAccess(declared: Access) {
   if (declared.kind === 'public') return { 'x-access': 'public', security: [] };
-  if (declared.kind === 'optional') return { 'x-access': 'optional-auth', security: [{}, { sessionCookie: [] }] };
+  if (declared.kind === 'optional') return { 'x-access': 'optional-auth', security: [{}, ...sessionCookies()] };
   const rule = {
     ...(declared.platformRoles ? { platformRoles: [...declared.platformRoles] } : {}),
     ...(declared.organization || declared.permissions?.length ? { activeOrganization: true } : {}),
     ...(declared.permissions?.length ? { permissions: [...declared.permissions] } : {}),
     ...(declared.allowScheduledForDeletion ? { allowedWhileScheduledForDeletion: true } : {}),
+    ...(declared.sensitive ? { stepUp: true } : {}),
   };
-  const keys = declared.permissions?.length && !declared.platformRoles && declared.apiKeys !== false;
+  const keys =
+    declared.permissions?.length && !declared.platformRoles && declared.apiKeys !== false && !declared.sensitive;
   return {
     'x-access': { session: true, ...rule },
-    security: keys ? [{ sessionCookie: [] }, { apiKey: [] }] : [{ sessionCookie: [] }],
+    security: keys ? [...sessionCookies(), { apiKey: [] }] : sessionCookies(),
   };
 }
 
@@ -176,3 +221,51 @@ export const jsonContent = <T extends z.ZodType>(schema: T, description: string)
   description,
   content: { 'application/json': { schema } },
 });
+
+/** A hono route path (`/api/roles/:id`, `:id{regex}`) as a regular expression matching exactly the paths it serves. */
+function pathPattern(path: string): RegExp {
+  const parts = (path.match(/\/:\w+(?:\{[^}]*\})?|\/[^/]*/g) ?? []).map((part) => {
+    const param = /^\/:\w+(?:\{(.*)\})?$/.exec(part);
+    return param ? `/(?:${param[1] ?? '[^/]+'})` : part.replace(/[.\\+*?[^\]$(){}|]/g, '\\$&');
+  });
+  return new RegExp(`^${parts.join('')}$`);
+}
+
+/**
+ * The app's not-found answer. A path the app serves, asked with a method it
+ * does not serve there, answers 405 METHOD_NOT_ALLOWED with `Allow` naming
+ * the methods it does (RFC 9110 §15.5.6; HEAD wherever GET is served, as hono
+ * answers HEAD with the GET route), in the contract's error shape, for the
+ * service's routes and the auth library's alike. Any other path: 404
+ * NOT_FOUND. The route table is read on first use, once every route is
+ * registered.
+ */
+export function notFoundAnswer(app: { routes: readonly { method: string; path: string }[] }) {
+  let table: { pattern: RegExp; methods: Set<string> }[] | undefined;
+  const build = () => {
+    const byPath = new Map<string, Set<string>>();
+    for (const { method, path } of app.routes) {
+      // Middleware (`ALL`) and wildcards serve no method of their own.
+      if (method === 'ALL' || path.includes('*')) continue;
+      const methods = byPath.get(path) ?? new Set<string>();
+      methods.add(method);
+      if (method === 'GET') methods.add('HEAD');
+      byPath.set(path, methods);
+    }
+    return [...byPath].map(([path, methods]) => ({ pattern: pathPattern(path), methods }));
+  };
+  return (c: Context<AppEnv>): Response => {
+    table ??= build();
+    const allowed = new Set<string>();
+    for (const { pattern, methods } of table) if (pattern.test(c.req.path)) for (const m of methods) allowed.add(m);
+    if (allowed.size > 0 && !allowed.has(c.req.method)) {
+      return renderError(
+        new ApiError('METHOD_NOT_ALLOWED', 'Method not allowed', {
+          headers: { Allow: [...allowed].sort().join(', ') },
+        }),
+        c,
+      );
+    }
+    return renderError(new ApiError('NOT_FOUND', 'Not found'), c);
+  };
+}

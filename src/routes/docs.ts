@@ -1,26 +1,43 @@
 import { swaggerUI } from '@hono/swagger-ui';
 import type { OpenAPIHono } from '@hono/zod-openapi';
-import { ApiError } from '../errors.js';
+import { COOKIE_PREFIX } from '../auth/auth.js';
 import { access, guard } from '../middleware/guard.js';
 import { REQUEST_ID_HEADER } from '../router.js';
 import type { AppEnv } from '../types.js';
 
 export const SWAGGER_UI_VERSION = '5.35.0';
 
+/** What holds for every operation, and so is said once. */
+const DESCRIPTION = [
+  'Multi-tenant authentication, authorization and API keys. `/api/auth/*` is served by better-auth and not described here beyond the routes this service adds.',
+  '',
+  '- Every answer carries `X-Request-Id` (`#/components/headers/XRequestId`), errors and answers of the auth library included.',
+  '- Every error is `{ code, message, details? }` (`#/components/schemas/Error`).',
+  '- No string may contain NUL (U+0000), in a JSON body (values and keys), a query parameter or a path parameter: 400 `VALIDATION_ERROR`. A body sent as `application/json` is parsed on every route, even one that takes none, so any operation can answer 400 to a malformed one.',
+  "- A method a documented path does not serve answers 405 `METHOD_NOT_ALLOWED` with an `Allow` header naming the ones it does (the auth library's paths too); an unknown path answers 404 `NOT_FOUND`.",
+  '- `x-access` states who may call an operation, as the service checks it: `public`, `optional-auth`, or a session with its platform roles, active organization, permissions, `allowedWhileScheduledForDeletion` and `stepUp` (a sensitive action: the session must have proved every factor of its account within STEP_UP_MAX_AGE, else 403 `STEP_UP_REQUIRED`; no API key performs one).',
+].join('\n');
+
 /**
  * `/api/openapi.json` (OpenAPI 3.1, generated from the routes' own zod
  * schemas) and `/api/docs` (interactive UI), both behind DOCS_ENABLED
- * (default: on in development, off in production); 404 when off.
+ * (default: on in development, off in production). When off they are not
+ * routes at all: 404 to every method, like any unknown path (a 405 would
+ * say they exist).
  */
 export function mountDocs(app: OpenAPIHono<AppEnv>, { enabled, serverUrl }: { enabled: boolean; serverUrl: string }) {
-  const notFound = () => {
-    throw new ApiError('NOT_FOUND', 'Not found');
-  };
+  // One scheme per name the session cookie has: an apiKey scheme names exactly one cookie.
   app.openAPIRegistry.registerComponent('securitySchemes', 'sessionCookie', {
     type: 'apiKey',
     in: 'cookie',
-    name: 'gatehouse.session_token',
-    description: 'The session cookie set by sign-in (`__Secure-gatehouse.session_token` over https)',
+    name: `${COOKIE_PREFIX}.session_token`,
+    description: 'The session cookie set by sign-in, under this name when AUTH_URL is http (development)',
+  });
+  app.openAPIRegistry.registerComponent('securitySchemes', 'secureSessionCookie', {
+    type: 'apiKey',
+    in: 'cookie',
+    name: `__Secure-${COOKIE_PREFIX}.session_token`,
+    description: 'The session cookie set by sign-in, under this name when AUTH_URL is https (production)',
   });
   app.openAPIRegistry.registerComponent('securitySchemes', 'apiKey', {
     type: 'http',
@@ -35,25 +52,20 @@ export function mountDocs(app: OpenAPIHono<AppEnv>, { enabled, serverUrl }: { en
   // Referenced by every response object (router.ts defineRoute).
   app.openAPIRegistry.registerComponent('headers', REQUEST_ID_HEADER.name, REQUEST_ID_HEADER.header);
 
-  app.get('/api/openapi.json', guard(access.public()), (c) => {
-    if (!enabled) return notFound();
-    return c.json(
+  if (!enabled) return;
+  app.get('/api/openapi.json', guard(access.public()), (c) =>
+    c.json(
       app.getOpenAPI31Document({
         openapi: '3.1.0',
         info: {
           title: 'Gatehouse',
           version: '0.1.0',
-          description:
-            'Multi-tenant authentication, authorization and API keys. `/api/auth/*` is served by better-auth and not described here beyond the routes this service adds.',
+          description: DESCRIPTION,
         },
         servers: [{ url: serverUrl }],
       }),
-    );
-  });
-  // The UI's assets come from the CDN the CSP names ({cdn_host}), pinned to the version the tests render.
-  app.get(
-    '/api/docs',
-    guard(access.public()),
-    enabled ? swaggerUI({ url: '/api/openapi.json', version: SWAGGER_UI_VERSION }) : notFound,
+    ),
   );
+  // The UI's assets come from the CDN the CSP names ({cdn_host}), pinned to the version the tests render.
+  app.get('/api/docs', guard(access.public()), swaggerUI({ url: '/api/openapi.json', version: SWAGGER_UI_VERSION }));
 }

@@ -1,6 +1,6 @@
 import { z } from '@hono/zod-openapi';
 import type { secondFactorsOf } from '../db/queries/second-factors.js';
-import { PERMISSION_COUNT, PERMISSION_PATTERN } from '../permissions.js';
+import { ALL_PERMISSIONS, PERMISSION_COUNT, type Permission } from '../permissions.js';
 
 /**
  * A UUID version 4, as zod checks it, with that check's pattern in the
@@ -14,10 +14,14 @@ export const isoOrNull = (value: Date | null) => (value ? new Date(value).toISOS
 /** Spec §4 rule 1: path ids are UUID version 4. */
 export const IdParams = z.object({ id: uuidV4().openapi({ param: { name: 'id', in: 'path' } }) });
 
-/** A permission string in `resource:action` form (spec §2). */
-export const PermissionString = z
-  .string()
-  .regex(PERMISSION_PATTERN, { message: 'must be <resource>:<action> with a known resource and action' });
+/**
+ * One of the permission strings of spec §2's table (`resource:action`), as an
+ * enum: a pattern of resources and actions would also admit pairs the table
+ * does not have (`api_keys:delete`).
+ */
+export const PermissionString = z.enum(ALL_PERMISSIONS as readonly [Permission, ...Permission[]], {
+  message: 'must be one of the permissions <resource>:<action> of the permission table',
+});
 
 /**
  * A list without repeats: the refine enforces it, `uniqueItems` documents it

@@ -47,7 +47,7 @@ describe('library routes', () => {
   afterAll(() => t?.close());
 
   describe('deny by default', () => {
-    it('every endpoint the library mounts is in the table or answers 404 in the contract shape', async () => {
+    it('every endpoint the library mounts is in the table or answers 404 (405 on a served path) in the contract shape', async () => {
       // The library's own list, from a library built as the app builds it (not a copy in the test).
       const auth = createAuth({
         config: t.config,
@@ -72,7 +72,11 @@ describe('library routes', () => {
           const user = await signedInUser(t);
           const response = await call(t, path, { method, jar: user.jar, ...(method === 'POST' ? { body: {} } : {}) });
           const body = (await response.json().catch(() => null)) as { code?: string; message?: string } | null;
-          if (response.status !== 404 || body?.code !== 'NOT_FOUND' || typeof body.message !== 'string')
+          // A path the service serves with another method answers 405 (RFC 9110), any other 404.
+          const [status, code] = LIBRARY_ROUTES.some((route) => route.path === endpoint.path)
+            ? [405, 'METHOD_NOT_ALLOWED']
+            : [404, 'NOT_FOUND'];
+          if (response.status !== status || body?.code !== code || typeof body.message !== 'string')
             problems.push(`${method} ${path}: ${response.status} ${JSON.stringify(body)}`);
           refused.push(`${method} ${endpoint.path}`);
         }

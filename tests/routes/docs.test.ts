@@ -2,7 +2,7 @@ import { Validator } from '@seriousme/openapi-schema-validator';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LIBRARY_ROUTES } from '../../src/library/routes.js';
 import { type Access, declaredAccess } from '../../src/middleware/guard.js';
-import { ALL_PERMISSIONS } from '../../src/permissions.js';
+import { ALL_PERMISSIONS, RESOURCE_ACTIONS } from '../../src/permissions.js';
 import { createTestApp, type TestApp } from '../support/app.js';
 import { openTestDatabase, type TestDatabase } from '../support/database.js';
 import { call } from '../support/http.js';
@@ -91,6 +91,7 @@ function expectedXAccess(declared: Access): unknown {
     ...(needsOrganization ? { activeOrganization: true } : {}),
     ...(declared.permissions?.length ? { permissions: [...declared.permissions] } : {}),
     ...(declared.allowScheduledForDeletion ? { allowedWhileScheduledForDeletion: true } : {}),
+    ...(declared.sensitive ? { stepUp: true } : {}),
   };
 }
 
@@ -168,8 +169,15 @@ describe('OpenAPI document (DOCS_ENABLED=true)', () => {
       expect(access, `${key}: no guard declared for a documented route`).toBeDefined();
       expect(op['x-access'], `${key}: x-access`).toEqual(expectedXAccess(access!));
       expect(Array.isArray(op.security), `${key}: security`).toBe(true);
-      if (access!.kind === 'session') expect(op.security, `${key}: security`).toContainEqual({ sessionCookie: [] });
+      if (access!.kind !== 'public') {
+        // The session cookie under both its names (AUTH_URL http and https).
+        expect(op.security, `${key}: security`).toContainEqual({ sessionCookie: [] });
+        expect(op.security, `${key}: security`).toContainEqual({ secureSessionCookie: [] });
+      }
       if (access!.kind === 'optional') expect(op.security, `${key}: anonymous alternative`).toContainEqual({});
+      // No API key performs a sensitive action.
+      if (access!.kind === 'session' && access!.sensitive)
+        expect(op.security, `${key}: no API key`).not.toContainEqual({ apiKey: [] });
     }
   });
 
@@ -185,8 +193,8 @@ describe('OpenAPI document (DOCS_ENABLED=true)', () => {
         `${key}: a 2xx response`,
       ).toBe(true);
 
-      // 413 everywhere: the body limit is a global middleware (even a GET may carry a body).
-      const expected = ['413', '429', '500', '503'];
+      // 413 and 400 everywhere: the body limit and the JSON body check are global (even a GET may carry a body).
+      const expected = ['400', '413', '429', '500', '503'];
       const access = op['x-access'];
       const requirements: Json[] = op.security ?? doc.security ?? [];
       const credentialsRequired = requirements.length > 0 && requirements.every((r) => Object.keys(r).length > 0);
@@ -471,6 +479,202 @@ describe('OpenAPI document (DOCS_ENABLED=true)', () => {
       type: 'apiKey',
       in: 'cookie',
       name: 'gatehouse.session_token',
+    });
+    // What an https AUTH_URL (production) reads.
+    expect(doc.components.securitySchemes.secureSessionCookie).toMatchObject({
+      type: 'apiKey',
+      in: 'cookie',
+      name: '__Secure-gatehouse.session_token',
+    });
+  });
+
+  it('names the session cookie a deployment on https sets, and that name authenticates there', async () => {
+    const secure = await createTestApp({
+      database,
+      env: { DOCS_ENABLED: 'true', AUTH_URL: 'https://auth.example.test' },
+    });
+    try {
+      const user = await signedInUser(secure);
+      const name = doc.components.securitySchemes.secureSessionCookie.name;
+      expect(user.jar.names()).toContain(name);
+      const token = user.jar.get(name)!;
+      const res = await secure.app.request('/api/users/me', { headers: { cookie: `${name}=${token}` } });
+      expect(res.status).toBe(200);
+    } finally {
+      await secure.close();
+    }
+  });
+
+  it("names in each protected route's 403 every code the guard can answer it with, STEP_UP_REQUIRED where x-access says stepUp", () => {
+    const sensitive: string[] = [];
+    for (const { key, op } of operationsOf(doc)) {
+      const access = op['x-access'];
+      if (typeof access !== 'object') continue;
+      const forbidden: string = op.responses['403'].description;
+      const has = (code: string) => forbidden.includes(code);
+      expect(has('ACCOUNT_SCHEDULED_FOR_DELETION'), `${key}: 403 ${forbidden}`).toBe(
+        !access.allowedWhileScheduledForDeletion,
+      );
+      expect(has('NO_ACTIVE_ORGANIZATION'), `${key}: 403 ${forbidden}`).toBe(Boolean(access.activeOrganization));
+      expect(has('MFA_REQUIRED'), `${key}: 403 ${forbidden}`).toBe(Boolean(access.activeOrganization));
+      expect(has('INSUFFICIENT_PERMISSIONS'), `${key}: 403 ${forbidden}`).toBe(Boolean(access.permissions));
+      expect(has('STEP_UP_REQUIRED'), `${key}: 403 ${forbidden}`).toBe(access.stepUp === true);
+      if (access.stepUp) {
+        expect(forbidden).toContain('`Recent authentication required`');
+        sensitive.push(key);
+      }
+    }
+    // The sensitive service routes of docs/security.md.
+    expect(sensitive).toEqual(
+      expect.arrayContaining([
+        'POST /api/api-keys',
+        'PATCH /api/organization/security',
+        'POST /api/roles/transfer-ownership',
+        'POST /api/users/me/deletion',
+        'POST /api/users/me/purge',
+        'PATCH /api/admin/users/{id}/role',
+      ]),
+    );
+  });
+
+  it('answers a stale session on a stepUp route with the 403 STEP_UP_REQUIRED it declares', async () => {
+    const owner = await signedInUser(t);
+    await createOrganization(t, owner);
+    const op = doc.paths['/api/api-keys'].post;
+    expect(op['x-access'].stepUp).toBe(true);
+    const maxAge = t.config.stepUp.maxAgeSeconds;
+    t.clock.advance((maxAge + 1) * 1000);
+    try {
+      const res = await call(t, '/api/api-keys', { body: { name: 'stale', scopes: ['roles:read'] }, jar: owner.jar });
+      expect(res.status).toBe(403);
+      expect(await res.json()).toEqual({ code: 'STEP_UP_REQUIRED', message: 'Recent authentication required' });
+    } finally {
+      t.clock.advance(-(maxAge + 1) * 1000);
+    }
+  });
+
+  it('states permissions as the enum of the permission table, and the service agrees on every candidate', async () => {
+    const schemaOf = (ref: Json): Json => (ref.$ref ? (resolvePointer(doc, ref.$ref) as Json) : ref);
+    const bodyOf = (path: string, method: string): Json =>
+      schemaOf(doc.paths[path][method].requestBody.content['application/json'].schema);
+    const lists = [
+      bodyOf('/api/api-keys', 'post').properties.scopes,
+      bodyOf('/api/roles', 'post').properties.permissions,
+      bodyOf('/api/roles/{id}', 'patch').properties.permissions,
+    ];
+    for (const list of lists) expect([...schemaOf(list.items).enum].sort()).toEqual([...ALL_PERMISSIONS].sort());
+    const owner = await signedInUser(t);
+    await createOrganization(t, owner);
+    // Every resource with every action any resource has, and a few that are no permission at all.
+    const resources = Object.keys(RESOURCE_ACTIONS);
+    const actions = [...new Set(Object.values(RESOURCE_ACTIONS).flat())];
+    const candidates = [
+      ...resources.flatMap((resource) => actions.map((action) => `${resource}:${action}`)),
+      'unknown:read',
+      'USERS:READ',
+      'users:read ',
+    ];
+    expect(candidates).toContain('api_keys:delete');
+    for (const [index, candidate] of candidates.entries()) {
+      const res = await call(t, '/api/roles', {
+        body: { name: `Candidate ${index}`, permissions: [candidate] },
+        jar: owner.jar,
+      });
+      const documented = (ALL_PERMISSIONS as readonly string[]).includes(candidate);
+      expect(res.status, candidate).toBe(documented ? 201 : 400);
+    }
+  });
+
+  it('says NUL is refused, and the service refuses it in a body value, a body key, a query parameter and a path parameter', async () => {
+    expect(doc.info.description).toContain('NUL (U+0000)');
+    const owner = await signedInUser(t);
+    await createOrganization(t, owner);
+    const answers = [
+      await call(t, '/api/roles', { body: { name: 'a\u0000b', permissions: [] }, jar: owner.jar }),
+      await call(t, '/api/roles', { body: '{"name":"ab","permissions":[],"x\\u0000":1}', jar: owner.jar }),
+      await call(t, '/api/audit-logs?limit=1%00', { jar: owner.jar }),
+      await call(t, `/api/roles/${crypto.randomUUID().slice(0, -1)}%00`, { method: 'DELETE', jar: owner.jar }),
+    ];
+    for (const res of answers) expect(((await res.json()) as Json).code, String(res.url)).toBe('VALIDATION_ERROR');
+    expect(answers.map((res) => res.status)).toEqual([400, 400, 400, 400]);
+  });
+
+  it('answers a malformed JSON body with the 400 it declares, on every operation that can carry a body', async () => {
+    let checked = 0;
+    for (const { key, path, method, op } of operationsOf(doc)) {
+      if (method === 'get') continue;
+      const res = await t.app.request(path.replace(/\{\w+\}/g, crypto.randomUUID()), {
+        method: method.toUpperCase(),
+        headers: { 'content-type': 'application/json' },
+        body: '{"unterminated": ',
+      });
+      expect(res.status, key).toBe(400);
+      expect(((await res.json()) as Json).code, key).toBe('VALIDATION_ERROR');
+      expect(op.responses['400'].description, key).toContain('malformed');
+      checked += 1;
+    }
+    expect(checked).toBeGreaterThanOrEqual(15);
+  });
+
+  describe('405 METHOD_NOT_ALLOWED with Allow', () => {
+    const TRIED = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
+    const allowOf = (methods: string[]) =>
+      [...new Set(methods.flatMap((m) => (m === 'GET' ? ['GET', 'HEAD'] : [m])))].sort().join(', ');
+
+    /**
+     * Each path with every method served on it: a path may match more than one
+     * template (`/api/roles/transfer-ownership` is also `/api/roles/{id}` to the
+     * router, whose handler then refuses the id), so its methods are the union.
+     */
+    async function problemsOn(templates: Map<string, string[]>): Promise<string[]> {
+      const patterns = [...templates].map(([template, methods]) => ({
+        pattern: new RegExp(`^${template.replace(/\{\w+\}|:\w+/g, '[^/]+')}$`),
+        methods,
+      }));
+      const problems: string[] = [];
+      for (const template of templates.keys()) {
+        const path = template.replace(/\{\w+\}|:\w+/g, crypto.randomUUID());
+        const methods = patterns.filter((p) => p.pattern.test(path)).flatMap((p) => p.methods);
+        for (const method of TRIED.filter((m) => !methods.includes(m))) {
+          const res = await t.app.request(path, { method });
+          const body = (await res.json()) as Json;
+          const allow = res.headers.get('allow');
+          if (
+            res.status !== 405 ||
+            body.code !== 'METHOD_NOT_ALLOWED' ||
+            typeof body.message !== 'string' ||
+            allow !== allowOf(methods) ||
+            !res.headers.get('x-request-id')
+          )
+            problems.push(`${method} ${path}: ${res.status} ${JSON.stringify(body)} Allow: ${allow}`);
+        }
+      }
+      return problems;
+    }
+
+    it('on every documented path, for each method it does not document', async () => {
+      const paths = new Map<string, string[]>();
+      for (const { path, method } of operationsOf(doc))
+        paths.set(path, [...(paths.get(path) ?? []), method.toUpperCase()]);
+      expect(paths.size).toBeGreaterThanOrEqual(20);
+      expect(await problemsOn(paths)).toEqual([]);
+    });
+
+    it("on every path of the auth library's the service serves, for each method it does not serve there", async () => {
+      const paths = new Map<string, string[]>();
+      for (const route of LIBRARY_ROUTES)
+        paths.set(`/api/auth${route.path}`, [...(paths.get(`/api/auth${route.path}`) ?? []), route.method]);
+      expect(await problemsOn(paths)).toEqual([]);
+    });
+
+    it('never on a path that is not served: 404 NOT_FOUND to every method', async () => {
+      for (const path of ['/api/nowhere', '/api/roles/a/b/c', '/api/auth/not-a-route', '/api/roles/']) {
+        for (const method of TRIED) {
+          const res = await t.app.request(path, { method });
+          expect(res.status, `${method} ${path}`).toBe(404);
+          expect(res.headers.get('allow'), `${method} ${path}`).toBeNull();
+        }
+      }
     });
   });
 
