@@ -113,8 +113,12 @@ export function receiverPool() {
 export interface Tarpit {
   /** `http://127.0.0.1:<port>`: append a path per endpoint. */
   origin: string;
-  /** Connections open now, the most at once, accepted in all, and closed by the client. */
-  connections: { now: number; max: number; total: number; closed: number };
+  /**
+   * Connections open now, the most at once, accepted in all, closed by the
+   * client, and that carried a request (a client may also open one it never
+   * uses: undici reconnects after an aborted request).
+   */
+  connections: { now: number; max: number; total: number; closed: number; requests: number };
   close(): Promise<void>;
 }
 
@@ -124,7 +128,7 @@ export interface Tarpit {
  * never answers, not even to say no.
  */
 export async function startTarpit(): Promise<Tarpit> {
-  const connections = { now: 0, max: 0, total: 0, closed: 0 };
+  const connections = { now: 0, max: 0, total: 0, closed: 0, requests: 0 };
   const sockets = new Set<Socket>();
   const server = createTcpServer((socket) => {
     sockets.add(socket);
@@ -132,6 +136,9 @@ export async function startTarpit(): Promise<Tarpit> {
     connections.total += 1;
     connections.max = Math.max(connections.max, connections.now);
     socket.on('error', () => {});
+    socket.once('data', () => {
+      connections.requests += 1;
+    });
     socket.resume();
     socket.on('close', () => {
       sockets.delete(socket);
