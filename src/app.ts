@@ -72,7 +72,7 @@ export function createApp(deps: AppDeps, options: CreateAppOptions = {}) {
   const events = options.events ?? createEvents();
   const mailer = options.mailer ?? createMailer({ config, logger, events });
   registerOrganizationHandlers({ events, db });
-  const auth = createAuth({ config, db, mailer, logger, events, background: options.background });
+  const auth = createAuth({ config, db, mailer, logger, events, background: options.background, clock });
   const readCookieCache = createCookieCacheVerifier(config);
 
   const app = createRouter();
@@ -116,6 +116,7 @@ export function createApp(deps: AppDeps, options: CreateAppOptions = {}) {
     graceDays: config.accountDeletionGraceDays,
     cache,
     fromCache: readCookieCache,
+    clock,
   });
   const resolveKey = config.apiKeyAuth
     ? createApiKeyResolver({ db, config, store: rateLimitStore, clock, background: options.background, cache })
@@ -125,7 +126,7 @@ export function createApp(deps: AppDeps, options: CreateAppOptions = {}) {
 
   app.route('/', healthRoutes({ db }));
   app.route('/', authRoutes({ auth, config, db, store: rateLimitStore, clock }));
-  app.route('/', sessionRoutes());
+  app.route('/', sessionRoutes({ auth, db, config, store: rateLimitStore, clock }));
   app.route('/', adminRoutes({ db }));
   app.route('/', memberRoutes({ db }));
   app.route('/', roleRoutes({ db }));

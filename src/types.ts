@@ -28,8 +28,12 @@ export interface EnrichedSession {
     emailVerified: boolean;
     twoFactorEnabled: boolean;
   };
-  /** `mfa`: created by a passkey, or completed a second factor (API.md "Multi-factor authentication"). */
-  session: { id: string; activeOrganizationId: string | null; expiresAt: string; mfa: boolean };
+  /**
+   * `mfa`: created by a passkey, or completed a second factor (docs/security.md).
+   * `stepUpUntil`: when the session's proof of every factor stops counting
+   * (ISO; in the past once stale, and for a session that never proved them).
+   */
+  session: { id: string; activeOrganizationId: string | null; expiresAt: string; mfa: boolean; stepUpUntil: string };
   permissions: string[];
   /** The active organization requires multi-factor sessions. Not part of the JSON session. */
   requireMfa: boolean;
@@ -37,6 +41,12 @@ export interface EnrichedSession {
   deletedAt: string | null;
   /** When a scheduled account is due for purge (deletedAt + ACCOUNT_DELETION_GRACE_DAYS). */
   purgeAfter: string | null;
+  /**
+   * The session proved every factor of its account within STEP_UP_MAX_AGE,
+   * by the app's clock when it was resolved: it may perform sensitive
+   * actions. Never for an API key. Not part of the JSON session.
+   */
+  stepUpFresh: boolean;
   /** Set when an API key (API_KEY_AUTH=enabled) authenticated the request instead of a session cookie. */
   apiKey: { id: string } | null;
 }

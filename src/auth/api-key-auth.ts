@@ -99,9 +99,12 @@ export function createApiKeyResolver({
         expiresAt: (key.expires_at ? new Date(key.expires_at) : new Date('9999-12-31T00:00:00Z')).toISOString(),
         // A key is not a session: the organization's MFA policy does not apply to it.
         mfa: false,
+        // Nor does it ever prove a factor: never fresh for a sensitive action.
+        stepUpUntil: new Date(0).toISOString(),
       },
       permissions: key.scopes.filter((scope) => creator.permissions.includes(scope)).sort(),
       requireMfa: false,
+      stepUpFresh: false,
       deletedAt: null,
       purgeAfter: null,
       apiKey: { id: key.id },

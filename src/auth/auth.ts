@@ -2,6 +2,7 @@ import { type BetterAuthOptions, betterAuth } from 'better-auth';
 import { magicLink, organization } from 'better-auth/plugins';
 import { defaultAc, ownerAc } from 'better-auth/plugins/organization/access';
 import type { Kysely } from 'kysely';
+import type { Clock } from '../clock.js';
 import type { Config } from '../config.js';
 import { ambientAware } from '../db/ambient.js';
 import type { SchemalessDb } from '../db/client.js';
@@ -25,6 +26,10 @@ export const SESSION_SETTINGS = {
   expiresIn: 7 * 24 * 60 * 60,
   updateAge: 24 * 60 * 60,
   cookieCache: { enabled: true, maxAge: 5 * 60 },
+  // The library's own freshness rule (session age, a day by default, on
+  // passkey registration, unlink-account and list-sessions) decides nothing:
+  // the guard's step-up rule does (docs/security.md "Sensitive actions and step-up").
+  freshAge: 0,
 } as const;
 
 const pluginAccess = {
@@ -46,6 +51,8 @@ export interface AuthDeps {
    * by default the promise simply runs on.
    */
   background?: (task: Promise<unknown>) => void;
+  /** The app's clock: a sign-in's proof of its factors is dated by it (the guard judges freshness by it). */
+  clock?: Clock;
 }
 
 /**
@@ -53,11 +60,19 @@ export interface AuthDeps {
  * rate limiter is off (ours runs in front of it) and so is its admin plugin
  * (spec §4 rule 5: `/api/auth/admin/*` is not served).
  */
-export function createAuth({ config, db, mailer, logger, events, background = (task) => void task }: AuthDeps) {
+export function createAuth({
+  config,
+  db,
+  mailer,
+  logger,
+  events,
+  background = (task) => void task,
+  clock = () => new Date(),
+}: AuthDeps) {
   const send = async (message: Parameters<Mailer['send']>[0]) => mailer.send(message);
   // A send whose failure the mailer has already logged and emitted (EMAIL_SEND_FAILED).
   const sendLater = (message: Parameters<Mailer['send']>[0]) => background(send(message).catch(() => {}));
-  const secondFactor = secondFactorHooks({ config, db: ambientAware(db) });
+  const secondFactor = secondFactorHooks({ config, db: ambientAware(db), clock });
   // docs/security.md "Account linking" and "Security notices" (src/auth/account-events.ts).
   const account = accountEvents({ config, db: ambientAware(db), mailer, background });
   // docs/security.md "Account linking": each path that proves the address takes the account from whoever held it before.

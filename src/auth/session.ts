@@ -3,7 +3,7 @@ import type { Config } from '../config.js';
 import type { Database } from '../db/client.js';
 import type { DB } from '../db/database.js';
 import { purgeAfter } from '../db/queries/accounts.js';
-import type { EnrichedSession, SessionResolver } from '../types.js';
+import type { Clock, EnrichedSession, SessionResolver } from '../types.js';
 import type { Auth } from './auth.js';
 import { createCookieCacheVerifier } from './cookie-cache.js';
 import { createSessionStateCache, SESSION_STATE_CHANNEL, type SessionStateCache } from './session-state-cache.js';
@@ -46,6 +46,24 @@ export async function loadSessionState(
 }
 
 /**
+ * docs/security.md "Sensitive actions and step-up": a session is fresh while
+ * `now` is before its last proof of every factor plus STEP_UP_MAX_AGE. A
+ * session that never proved them is never fresh; its `stepUpUntil` is when
+ * it was created (in the past).
+ */
+export function stepUpOf(
+  state: Pick<SessionStateRow, 'step_up_at' | 'session_created_at'>,
+  maxAgeSeconds: number,
+  now: Date,
+): { stepUpUntil: string; stepUpFresh: boolean } {
+  if (!state.step_up_at) {
+    return { stepUpUntil: new Date(state.session_created_at ?? 0).toISOString(), stepUpFresh: false };
+  }
+  const until = new Date(state.step_up_at).getTime() + maxAgeSeconds * 1000;
+  return { stepUpUntil: new Date(until).toISOString(), stepUpFresh: now.getTime() < until };
+}
+
+/**
  * Resolves the enriched session of spec §2 once per request. The cookie is
  * validated from the library's 5-minute cookie cache (checked here exactly
  * as the library checks it, see cookie-cache.ts) or, when that is absent or
@@ -65,6 +83,7 @@ export function createSessionResolver({
   config,
   cache,
   fromCache = createCookieCacheVerifier(config),
+  clock = () => new Date(),
 }: {
   auth: Auth;
   db: Kysely<DB>;
@@ -73,6 +92,8 @@ export function createSessionResolver({
   cache?: SessionStateCache<SessionStateRow>;
   /** The app's one cookie-cache verifier (the rate limiter reads identities through it too). */
   fromCache?: ReturnType<typeof createCookieCacheVerifier>;
+  /** The app's clock: step-up freshness is judged by it (the proofs are written by it too). */
+  clock?: Clock;
 }): SessionResolver {
   const readState = (sessionId: string, userId: string, expiresAt: string) =>
     cache
@@ -104,6 +125,7 @@ export function createSessionResolver({
     if (!state?.session_valid) return null;
     // A member of the organization, or no active organization at all (spec §4: empty permissions).
     const activeOrganizationId = state.member_id ? state.active_organization_id : null;
+    const { stepUpUntil, stepUpFresh } = stepUpOf(state, config.stepUp.maxAgeSeconds, clock());
     return {
       user: {
         id: found.userId,
@@ -113,10 +135,17 @@ export function createSessionResolver({
         emailVerified: state.email_verified,
         twoFactorEnabled: state.two_factor_enabled,
       },
-      session: { id: found.sessionId, activeOrganizationId, expiresAt: found.expiresAt, mfa: state.session_mfa },
+      session: {
+        id: found.sessionId,
+        activeOrganizationId,
+        expiresAt: found.expiresAt,
+        mfa: state.session_mfa,
+        stepUpUntil,
+      },
       // A copy: the row may be shared with later requests through the cache.
       permissions: state.permissions.slice(),
       requireMfa: state.require_mfa,
+      stepUpFresh,
       deletedAt: state.deleted_at ? new Date(state.deleted_at).toISOString() : null,
       purgeAfter: state.deleted_at ? purgeAfter(state.deleted_at, graceDays).toISOString() : null,
       apiKey: null,

@@ -3,6 +3,8 @@ import { access } from '../auth/access.js';
 import { callback, email, image, type LibraryRoute, line, providerId, userName, uuid } from './fields.js';
 
 const session = access.session;
+/** docs/security.md "Sensitive actions and step-up": changes, adds or removes a way to sign in. */
+const sensitive = access.session({ sensitive: true });
 
 /** Sign-up, sign-in, the flows without a session, and the signed-in user's own account and sessions. */
 export const ACCOUNT_ROUTES: readonly LibraryRoute[] = [
@@ -96,7 +98,7 @@ export const ACCOUNT_ROUTES: readonly LibraryRoute[] = [
   {
     method: 'POST',
     path: '/change-password',
-    access: session(),
+    access: sensitive,
     transactional: true,
     body: z
       .object({ currentPassword: line(1024), newPassword: line(1024), revokeOtherSessions: z.boolean().optional() })
@@ -107,13 +109,13 @@ export const ACCOUNT_ROUTES: readonly LibraryRoute[] = [
   {
     method: 'POST',
     path: '/link-social',
-    access: session(),
+    access: sensitive,
     body: z.looseObject({ provider: providerId, callbackURL: callback, errorCallbackURL: callback }),
   },
   {
     method: 'POST',
     path: '/unlink-account',
-    access: session(),
+    access: sensitive,
     body: z.object({ providerId, accountId: line(255).optional() }).strict(),
   },
 ];

@@ -83,7 +83,8 @@ export const ORGANIZATION_ROUTES: readonly LibraryRoute[] = [
   {
     method: 'POST',
     path: '/organization/delete',
-    access: inOrganization('organizations:delete'),
+    // docs/security.md "Sensitive actions and step-up".
+    access: session({ organization: true, permissions: ['organizations:delete'], sensitive: true }),
     organization: 'body',
     transactional: true,
     body: z.object({ organizationId: uuid.optional() }).strict(),

@@ -3,6 +3,8 @@ import { access } from '../auth/access.js';
 import { type LibraryRoute, line, text, uuid } from './fields.js';
 
 const session = access.session;
+/** docs/security.md "Sensitive actions and step-up": adds, reveals or removes a way to sign in. */
+const sensitive = access.session({ sensitive: true });
 const password = z.object({ password: line(1024) }).strict();
 /**
  * A code as typed: a malformed one reaches the plugin and counts as a failed
@@ -20,8 +22,8 @@ const credential = z.record(z.string().max(64), z.unknown());
  * a passkey registration, no extra WebAuthn context.
  */
 export const SECOND_FACTOR_ROUTES: readonly LibraryRoute[] = [
-  { method: 'POST', path: '/two-factor/enable', access: session(), body: password },
-  { method: 'POST', path: '/two-factor/get-totp-uri', access: session(), body: password },
+  { method: 'POST', path: '/two-factor/enable', access: sensitive, body: password },
+  { method: 'POST', path: '/two-factor/get-totp-uri', access: sensitive, body: password },
   // Completes enabling (with a session) or a pending sign-in (with the two_factor cookie).
   // Its refusals commit: the plugin counts them toward the lockout before answering.
   {
@@ -40,13 +42,13 @@ export const SECOND_FACTOR_ROUTES: readonly LibraryRoute[] = [
     transactional: true,
     commitsRefusals: true,
   },
-  { method: 'POST', path: '/two-factor/generate-backup-codes', access: session(), body: password },
-  { method: 'POST', path: '/two-factor/disable', access: session(), body: password, transactional: true },
+  { method: 'POST', path: '/two-factor/generate-backup-codes', access: sensitive, body: password },
+  { method: 'POST', path: '/two-factor/disable', access: sensitive, body: password, transactional: true },
 
   {
     method: 'GET',
     path: '/passkey/generate-register-options',
-    access: session(),
+    access: sensitive,
     query: z
       .object({
         authenticatorAttachment: z.enum(['platform', 'cross-platform']).optional(),
@@ -57,7 +59,7 @@ export const SECOND_FACTOR_ROUTES: readonly LibraryRoute[] = [
   {
     method: 'POST',
     path: '/passkey/verify-registration',
-    access: session(),
+    access: sensitive,
     body: z.object({ response: credential, name: text(100).optional() }).strict(),
     transactional: true,
   },
@@ -83,7 +85,7 @@ export const SECOND_FACTOR_ROUTES: readonly LibraryRoute[] = [
   {
     method: 'POST',
     path: '/passkey/delete-passkey',
-    access: session(),
+    access: sensitive,
     body: z.object({ id: uuid }).strict(),
     transactional: true,
   },

@@ -61,8 +61,8 @@ async function check(c: Context<AppEnv>, declared: Access, target?: TargetResolv
   if (declared.kind === 'optional') return;
   // 4. No session: 401.
   if (!session) throw new ApiError('UNAUTHORIZED', 'Authentication required');
-  // An API key authenticates permission-guarded tenant routes only (API.md API_KEY_AUTH).
-  if (session.apiKey && (!declared.permissions?.length || declared.platformRoles || declared.apiKeys === false)) {
+  // An API key authenticates permission-guarded tenant routes only (README API_KEY_AUTH).
+  if (session.apiKey && (!declared.permissions?.length || declared.platformRoles)) {
     throw new ApiError('UNAUTHORIZED', 'API keys are not accepted on this route');
   }
   // Spec §5: an account scheduled for deletion reaches only the allowlist.
@@ -88,6 +88,16 @@ async function check(c: Context<AppEnv>, declared: Access, target?: TargetResolv
   const bypass = session.user.role === 'superadmin' && !session.apiKey;
   if (declared.permissions && !bypass && !hasAll(organization.permissions, declared.permissions)) {
     throw new ApiError('INSUFFICIENT_PERMISSIONS', 'Insufficient permissions');
+  }
+  // docs/security.md "Sensitive actions and step-up", after the permission
+  // step (a caller without the permission learns that first): no key
+  // performs a sensitive action or one its route keeps from keys, and a
+  // session must have proved every factor of its account recently.
+  if (session.apiKey && (declared.sensitive || declared.apiKeys === false)) {
+    throw new ApiError('FORBIDDEN', 'API keys cannot perform this action');
+  }
+  if (declared.sensitive && !session.stepUpFresh) {
+    throw new ApiError('STEP_UP_REQUIRED', 'Recent authentication required');
   }
 }
 

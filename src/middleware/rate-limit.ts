@@ -2,6 +2,7 @@ import type { Context, MiddlewareHandler } from 'hono';
 import { clientIpFromForwardedFor } from '../client-address.js';
 import type { Config } from '../config.js';
 import { ApiError, tooMany } from '../errors.js';
+import type { Logger } from '../logger.js';
 import type { RateLimitDecision, RateLimitStore, RateLimitTier } from '../rate-limit-store.js';
 import type { AppEnv, Clock } from '../types.js';
 
@@ -22,6 +23,7 @@ export const AUTH_SENSITIVE_PATHS = [
   '/api/auth/two-factor',
   '/api/auth/passkey',
   '/api/users/me/purge',
+  '/api/session/step-up',
 ] as const;
 
 /** The one route that takes a password for an email: its failures count per account. */
@@ -76,6 +78,52 @@ async function signInEmail(c: Context<AppEnv>): Promise<string | null> {
   return typeof email === 'string' && email.trim() !== '' ? email : null;
 }
 
+/** One reserved attempt of an account's failure budget. */
+export interface AccountAttempt {
+  /** Gives the attempt back unless it `failed`; a lost refund is logged and errs on the side of the account. */
+  settle(failed: boolean): Promise<void>;
+}
+
+/**
+ * Reserves one attempt in the account tier (README "Rate limiting"): wrong
+ * passwords for one account, from any number of addresses, stop at the
+ * limit until the window ends. Password sign-in and step-up
+ * (routes/session.ts) spend the same budget. 429 when it is spent, 503 when
+ * the store does not answer (fail closed).
+ */
+export async function reserveAccountAttempt(
+  {
+    config,
+    store,
+    clock = () => new Date(),
+    logger,
+  }: { config: Config['rateLimit']; store: RateLimitStore; clock?: Clock; logger?: Logger },
+  email: string,
+): Promise<AccountAttempt> {
+  const tier: RateLimitTier = { name: 'account', limit: config.account.limit, window: config.account.ttl };
+  const account = await accountKey(email);
+  let reservation: RateLimitDecision;
+  try {
+    reservation = await store.limit(tier, account);
+  } catch (error) {
+    logger?.error('rate_limit.store_failed', { tier: 'account', error: String((error as Error)?.message ?? error) });
+    throw new ApiError('SERVICE_UNAVAILABLE', 'Rate limiting is unavailable; try again shortly');
+  }
+  if (!reservation.success) throw tooMany(reservation, clock());
+  return {
+    async settle(failed) {
+      if (failed) return;
+      await store.refund(tier, account, reservation.reset).catch((error: unknown) => {
+        logger?.error('rate_limit.store_failed', {
+          tier: 'account',
+          refund: true,
+          error: String((error as Error)?.message ?? error),
+        });
+      });
+    },
+  };
+}
+
 export interface RateLimitOptions {
   config: Config['rateLimit'];
   store: RateLimitStore;
@@ -115,7 +163,6 @@ export function rateLimit({
 }: RateLimitOptions): MiddlewareHandler<AppEnv> {
   const globalTier: RateLimitTier = { name: 'global', limit: config.global.limit, window: config.global.ttl };
   const authTier: RateLimitTier = { name: 'auth', limit: config.auth.limit, window: config.auth.ttl };
-  const accountTier: RateLimitTier = { name: 'account', limit: config.account.limit, window: config.account.ttl };
 
   /** One identity's auth-tier decision: the refusal to answer with, or null. */
   const authRefusal = async (
@@ -169,27 +216,11 @@ export function rateLimit({
     const email =
       c.req.method === 'POST' && normalizePath(c.req.path) === PASSWORD_SIGN_IN_PATH ? await signInEmail(c) : null;
     if (!email) return next();
-    const account = await accountKey(email);
-    let reservation: RateLimitDecision;
-    try {
-      reservation = await store.limit(accountTier, account);
-    } catch (error) {
-      return failClosed(c, 'account', error);
-    }
-    if (!reservation.success) throw tooMany(reservation, clock());
+    const attempt = await reserveAccountAttempt({ config, store, clock, logger: c.get('logger') }, email);
     try {
       await next();
     } finally {
-      if (c.res.status !== 401) {
-        await store.refund(accountTier, account, reservation.reset).catch((error: unknown) => {
-          // The attempt stays counted: a lost refund errs on the side of the account.
-          c.get('logger')?.error('rate_limit.store_failed', {
-            tier: 'account',
-            refund: true,
-            error: String((error as Error)?.message ?? error),
-          });
-        });
-      }
+      await attempt.settle(c.res.status === 401);
     }
   };
 }

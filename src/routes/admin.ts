@@ -45,7 +45,8 @@ const RoleChangeSchema = z
 const changeRoleRoute = defineRoute({
   method: 'patch',
   path: '/api/admin/users/{id}/role',
-  access: access.platform('superadmin'),
+  // docs/security.md "Sensitive actions and step-up".
+  access: access.session({ platformRoles: ['superadmin'], sensitive: true }),
   summary: "Change a user's platform role (superadmins)",
   request: {
     params: IdParams,

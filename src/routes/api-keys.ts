@@ -63,7 +63,8 @@ const createRoute = defineRoute({
   method: 'post',
   path: '/api/api-keys',
   // No key mints keys (API_KEY_AUTH).
-  access: access.session({ organization: true, permissions: ['api_keys:write'], apiKeys: false }),
+  // A long-lived credential (docs/security.md "Sensitive actions and step-up"); no key mints keys.
+  access: access.session({ organization: true, permissions: ['api_keys:write'], apiKeys: false, sensitive: true }),
   summary: 'Create an API key; scopes must be a subset of your own permissions',
   request: { body: { content: { 'application/json': { schema: CreateApiKeySchema } } } },
   responses: { 201: jsonContent(CreatedApiKeySchema, 'The key, with its plaintext shown once') },

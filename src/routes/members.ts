@@ -79,7 +79,8 @@ const deprecatedChangeRoute = defineRoute({
 const transferRoute = defineRoute({
   method: 'post',
   path: '/api/roles/transfer-ownership',
-  access: access.permissions('members:write'),
+  // docs/security.md "Sensitive actions and step-up".
+  access: access.session({ organization: true, permissions: ['members:write'], sensitive: true }),
   summary: 'Hand ownership to an Admin (the caller must be the current Owner)',
   request: {
     body: {

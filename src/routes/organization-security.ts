@@ -22,7 +22,8 @@ const readRoute = defineRoute({
 const updateRoute = defineRoute({
   method: 'patch',
   path: '/api/organization/security',
-  access: access.permissions('organizations:write'),
+  // A security policy (docs/security.md "Sensitive actions and step-up").
+  access: access.session({ organization: true, permissions: ['organizations:write'], sensitive: true }),
   summary: "Change the active organization's security policy",
   description:
     'While `requireMfa` is on, every route that needs the active organization answers 403 MFA_REQUIRED to a ' +

@@ -1,7 +1,17 @@
 import { z } from '@hono/zod-openapi';
-import { access, loadSession } from '../middleware/guard.js';
+import type { Kysely } from 'kysely';
+import type { Auth } from '../auth/auth.js';
+import { verifyPassword } from '../auth/password.js';
+import { acceptTotpCode, consumeBackupCode } from '../auth/second-factor.js';
+import type { Config } from '../config.js';
+import type { DB } from '../db/database.js';
+import { ApiError } from '../errors.js';
+import { access, loadSession, sessionOf } from '../middleware/guard.js';
+import { type AccountAttempt, reserveAccountAttempt } from '../middleware/rate-limit.js';
 import { PLATFORM_ROLES } from '../permissions.js';
-import { createRouter, defineRoute } from '../router.js';
+import type { RateLimitStore } from '../rate-limit-store.js';
+import { createRouter, defineRoute, ErrorSchema, jsonContent } from '../router.js';
+import type { Clock, EnrichedSession } from '../types.js';
 
 export const EnrichedSessionSchema = z
   .object({
@@ -19,6 +29,11 @@ export const EnrichedSessionSchema = z
       expiresAt: z.iso.datetime(),
       /** Created by a passkey, or completed a second factor. */
       mfa: z.boolean(),
+      stepUpUntil: z.iso.datetime().openapi({
+        description:
+          'When this session stops counting as recently authenticated for sensitive actions: its last proof of ' +
+          'every factor plus STEP_UP_MAX_AGE; in the past once stale (POST /api/session/step-up renews it)',
+      }),
     }),
     permissions: z.array(z.string()),
   })
@@ -37,13 +52,129 @@ const route = defineRoute({
   },
 });
 
-/** API.md: GET /api/session (optional-auth; allowlisted for accounts scheduled for deletion). */
-export function sessionRoutes() {
-  return createRouter().openapi(route, async (c) => {
-    const session = await loadSession(c);
-    // An API key is not a session: it is answered as signed out here.
-    if (!session || session.apiKey) return c.json(null, 200);
-    const { user, session: current, permissions } = session;
-    return c.json({ user, session: current, permissions }, 200);
-  });
+/** A factor as typed; anything longer is no factor of ours. */
+const factor = (max: number) => z.string().min(1).max(max);
+
+const StepUpSchema = z
+  .object({
+    password: factor(1024).optional(),
+    code: factor(64).optional(),
+    backupCode: factor(64).optional(),
+  })
+  .strict()
+  .openapi('StepUp');
+
+const StepUpResultSchema = z.object({ stepUpUntil: z.iso.datetime() }).openapi('StepUpResult');
+
+const stepUpRoute = defineRoute({
+  method: 'post',
+  path: '/api/session/step-up',
+  access: access.session({ allowScheduledForDeletion: true }),
+  summary: 'Prove every factor of your account again, for sensitive actions',
+  description:
+    'The password (an account without one signs in again instead) and, when two-factor is on, a TOTP code or ' +
+    'one backup code (spent). Any missing or wrong factor answers 401 INVALID_CREDENTIALS. In the auth ' +
+    'rate-limit tier; a refused attempt also counts against the account, as a wrong sign-in password does.',
+  request: { body: { content: { 'application/json': { schema: StepUpSchema } } } },
+  responses: {
+    200: jsonContent(StepUpResultSchema, 'This session is fresh until stepUpUntil'),
+    401: jsonContent(ErrorSchema, 'UNAUTHORIZED: no valid session; INVALID_CREDENTIALS: a factor missing or wrong'),
+  },
+});
+
+interface Deps {
+  auth: Auth;
+  db: Kysely<DB>;
+  config: Config;
+  store: RateLimitStore;
+  clock: Clock;
+}
+
+/**
+ * Whether the body proves every factor of the session's account: the
+ * password, and a TOTP code or a backup code when two-factor is on (nothing
+ * more: a code for an account without two-factor proves nothing). The
+ * password is checked first; a code is spent only behind the right password.
+ * Null when it does not; else whether a second factor was among them.
+ */
+async function provedFactors(
+  { auth, db, config }: Deps,
+  session: EnrichedSession,
+  body: z.infer<typeof StepUpSchema>,
+): Promise<{ secondFactor: boolean } | null> {
+  const userId = session.user.id;
+  const credential = await db
+    .selectFrom('accounts')
+    .select('password')
+    .where('user_id', '=', userId)
+    .where('provider_id', '=', 'credential')
+    .where('password', 'is not', null)
+    .executeTakeFirst();
+  if (!credential?.password || body.password === undefined) return null;
+  if (!(await verifyPassword({ hash: credential.password, password: body.password }))) return null;
+
+  // Read now, not from the session: two-factor may have been turned on or off since it was resolved.
+  const secondFactor = await db
+    .selectFrom('users')
+    .leftJoin('two_factors', 'two_factors.user_id', 'users.id')
+    .select(['users.two_factor_enabled', 'two_factors.locked_until'])
+    .where('users.id', '=', userId)
+    .executeTakeFirst();
+  if (!secondFactor) return null;
+  const codes = [body.code, body.backupCode].filter((code) => code !== undefined);
+  if (!secondFactor.two_factor_enabled) return codes.length === 0 ? { secondFactor: false } : null;
+  if (codes.length !== 1) return null;
+  // The plugin's lockout of this account's codes holds here too.
+  if (secondFactor.locked_until && new Date(secondFactor.locked_until).getTime() > Date.now()) return null;
+  const accepted =
+    body.code !== undefined
+      ? (await acceptTotpCode(db, { key: (await auth.$context).secretConfig, userId, code: body.code })) === 'accepted'
+      : await consumeBackupCode(db, { secret: config.auth.secret, userId, code: body.backupCode! });
+  return accepted ? { secondFactor: true } : null;
+}
+
+/**
+ * API.md: GET /api/session (optional-auth; allowlisted for accounts scheduled
+ * for deletion), and POST /api/session/step-up (docs/security.md "Sensitive
+ * actions and step-up").
+ */
+export function sessionRoutes(deps: Deps) {
+  const { db, config, store, clock } = deps;
+  return createRouter()
+    .openapi(route, async (c) => {
+      const session = await loadSession(c);
+      // An API key is not a session: it is answered as signed out here.
+      if (!session || session.apiKey) return c.json(null, 200);
+      const { user, session: current, permissions } = session;
+      return c.json({ user, session: current, permissions }, 200);
+    })
+    .openapi(stepUpRoute, async (c) => {
+      const session = sessionOf(c);
+      const body = c.req.valid('json');
+      // The budget wrong sign-in passwords spend for this account.
+      const attempt: AccountAttempt | null = config.rateLimit.enabled
+        ? await reserveAccountAttempt(
+            { config: config.rateLimit, store, clock, logger: c.get('logger') },
+            session.user.email,
+          )
+        : null;
+      let proved: { secondFactor: boolean } | null = null;
+      try {
+        proved = await provedFactors(deps, session, body);
+      } finally {
+        await attempt?.settle(proved === null);
+      }
+      // One answer for every failure: which factor was wrong is not said.
+      if (!proved) throw new ApiError('INVALID_CREDENTIALS', 'Invalid credentials');
+      const at = clock();
+      const { numUpdatedRows } = await db
+        .updateTable('sessions')
+        // A second factor proved here makes the session multi-factor too.
+        .set(proved.secondFactor ? { step_up_at: at, mfa: true } : { step_up_at: at })
+        .where('id', '=', session.session.id)
+        .where('user_id', '=', session.user.id)
+        .executeTakeFirst();
+      if (numUpdatedRows === 0n) throw new ApiError('UNAUTHORIZED', 'Authentication required');
+      return c.json({ stepUpUntil: new Date(at.getTime() + config.stepUp.maxAgeSeconds * 1000).toISOString() }, 200);
+    });
 }

@@ -40,7 +40,8 @@ const profileRoute = defineRoute({
 const scheduleRoute = defineRoute({
   method: 'post',
   path: '/api/users/me/deletion',
-  access: access.session(),
+  // The account's existence (docs/security.md "Sensitive actions and step-up").
+  access: access.session({ sensitive: true }),
   summary: 'Schedule your account for deletion',
   responses: {
     202: jsonContent(
@@ -110,7 +111,7 @@ const exportRoute = defineRoute({
 const purgeRoute = defineRoute({
   method: 'post',
   path: '/api/users/me/purge',
-  access: allowlisted,
+  access: access.session({ allowScheduledForDeletion: true, sensitive: true }),
   summary: 'Purge your scheduled account now (confirm with your email)',
   request: {
     body: {

@@ -457,13 +457,13 @@ describe('API keys that authenticate (API_KEY_AUTH)', () => {
       expect(me.deletedAt).toBeNull();
     });
 
-    it('no key mints keys: POST /api/api-keys with api_keys:write is 401, and nothing is created', async () => {
+    it('no key mints keys: POST /api/api-keys with api_keys:write is 403 FORBIDDEN, and nothing is created', async () => {
       expect(created.scopes).toContain('api_keys:write');
       const before = await expectStatus<ListedKey[]>(await call(t, '/api/api-keys', { jar: org.owner.jar }), 200);
       await expectError(
         await withKey(t, created.key, '/api/api-keys', { body: { name: 'minted', scopes: ['roles:read'] } }),
-        401,
-        'UNAUTHORIZED',
+        403,
+        'FORBIDDEN',
       );
       const after = await expectStatus<ListedKey[]>(await call(t, '/api/api-keys', { jar: org.owner.jar }), 200);
       expect(after.map((k) => k.id).sort()).toEqual(before.map((k) => k.id).sort());

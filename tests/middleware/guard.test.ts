@@ -32,6 +32,16 @@ const TEST_ROUTES: { path: string; access: Access }[] = [
     access: access.session({ platformRoles: ['admin'], permissions: ['roles:read'] }),
   },
   { path: '/api/test/deletion-allowlisted', access: access.session({ allowScheduledForDeletion: true }) },
+  // docs/security.md "Sensitive actions and step-up".
+  { path: '/api/test/sensitive', access: access.session({ sensitive: true }) },
+  {
+    path: '/api/test/sensitive-roles-read',
+    access: access.session({ organization: true, permissions: ['roles:read'], sensitive: true }),
+  },
+  {
+    path: '/api/test/roles-read-no-keys',
+    access: access.session({ organization: true, permissions: ['roles:read'], apiKeys: false }),
+  },
 ];
 
 function testRouter() {
@@ -149,7 +159,7 @@ describe('guard (spec §4)', () => {
   let organizationId: string;
 
   beforeAll(async () => {
-    t = await createTestApp();
+    t = await createTestApp({ env: { API_KEY_AUTH: 'enabled' } });
     // Routes must be added before the first request builds the router.
     t.app.route('/', testRouter());
     t.app.get('/api/test/undeclared', async (c) =>
@@ -307,6 +317,88 @@ describe('guard (spec §4)', () => {
           .execute(),
       );
       expect(await get(t, '/api/test/roles-read', user.jar)).toEqual(NO_ACTIVE_ORGANIZATION);
+    });
+  });
+
+  describe('sensitive actions: step-up, after the permission step (docs/security.md)', () => {
+    const STEP_UP_REQUIRED = {
+      status: 403,
+      body: { code: 'STEP_UP_REQUIRED', message: 'Recent authentication required' },
+    };
+    const KEY_REFUSED = { status: 403, body: { code: 'FORBIDDEN', message: 'API keys cannot perform this action' } };
+    const MAX_AGE_MS = 600_000;
+
+    /** Dates the user's last proof of every factor `ago` ms before the app's clock. */
+    async function provedAgo(userId: string, ago: number | null) {
+      await t.database.withOwner((owner) =>
+        owner
+          .updateTable('sessions')
+          .set({ step_up_at: ago === null ? null : new Date(t.clock().getTime() - ago) })
+          .where('user_id', '=', userId)
+          .execute(),
+      );
+    }
+
+    async function keyWith(scopes: string[]): Promise<string> {
+      const res = await call(t, '/api/api-keys', { jar: founder.jar, body: { name: 'guard', scopes } });
+      expect(res.status).toBe(201);
+      return ((await res.json()) as { key: string }).key;
+    }
+    const withKey = async (path: string, key: string) => {
+      const res = await call(t, path, { headers: { authorization: `Bearer ${key}` } });
+      return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+    };
+
+    it('fresh until STEP_UP_MAX_AGE after the last proof, by the app clock; never without one', async () => {
+      const user = await signedInUser(t);
+      await provedAgo(user.id, 0);
+      expect(await get(t, '/api/test/sensitive', user.jar)).toEqual(allowed(user.id));
+      await provedAgo(user.id, MAX_AGE_MS - 1);
+      expect(await get(t, '/api/test/sensitive', user.jar)).toEqual(allowed(user.id));
+      await provedAgo(user.id, MAX_AGE_MS);
+      expect(await get(t, '/api/test/sensitive', user.jar)).toEqual(STEP_UP_REQUIRED);
+      await provedAgo(user.id, null);
+      expect(await get(t, '/api/test/sensitive', user.jar)).toEqual(STEP_UP_REQUIRED);
+      // The clock moving past it does the same; other routes do not care.
+      await provedAgo(user.id, 0);
+      t.clock.advance(MAX_AGE_MS);
+      expect(await get(t, '/api/test/sensitive', user.jar)).toEqual(STEP_UP_REQUIRED);
+      expect(await get(t, '/api/test/session', user.jar)).toEqual(allowed(user.id));
+    });
+
+    it('organization and permission first: a stale caller without them learns that, one with them must step up', async () => {
+      const lacking = await signedInUser(t);
+      await provedAgo(lacking.id, null);
+      expect(await get(t, '/api/test/sensitive-roles-read', lacking.jar)).toEqual(NO_ACTIVE_ORGANIZATION);
+      await joinOrganization(t, organizationId, lacking, []);
+      await setActiveOrganization(t, lacking.jar, organizationId);
+      expect(await get(t, '/api/test/sensitive-roles-read', lacking.jar)).toEqual(INSUFFICIENT_PERMISSIONS);
+
+      const holder = await signedInUser(t);
+      await joinOrganization(t, organizationId, holder, ['roles:read']);
+      await setActiveOrganization(t, holder.jar, organizationId);
+      await provedAgo(holder.id, MAX_AGE_MS + 1);
+      expect(await get(t, '/api/test/sensitive-roles-read', holder.jar)).toEqual(STEP_UP_REQUIRED);
+      await provedAgo(holder.id, 0);
+      expect(await get(t, '/api/test/sensitive-roles-read', holder.jar)).toEqual(allowed(holder.id));
+    });
+
+    it('an API key: 403 FORBIDDEN on a sensitive or key-refusing permission route (after its scopes), 401 where keys never reach', async () => {
+      await provedAgo(founder.id, 0);
+      const reader = await keyWith(['roles:read']);
+      const other = await keyWith(['members:read']);
+      expect(await withKey('/api/test/roles-read', reader)).toEqual({
+        status: 200,
+        body: expect.objectContaining({ ok: true }),
+      });
+      expect(await withKey('/api/test/sensitive-roles-read', reader)).toEqual(KEY_REFUSED);
+      expect(await withKey('/api/test/roles-read-no-keys', reader)).toEqual(KEY_REFUSED);
+      // Permission first, for a key as for a session.
+      expect(await withKey('/api/test/sensitive-roles-read', other)).toEqual(INSUFFICIENT_PERMISSIONS);
+      expect(await withKey('/api/test/roles-read-no-keys', other)).toEqual(INSUFFICIENT_PERMISSIONS);
+      // Routes that are not permission-guarded never take a key.
+      expect(await withKey('/api/test/sensitive', reader)).toEqual(UNAUTHORIZED);
+      expect(await withKey('/api/test/session', reader)).toEqual(UNAUTHORIZED);
     });
   });
 

@@ -75,8 +75,9 @@ describe('POST /api/cron/purge-accounts', { timeout: 120_000 }, () => {
     });
 
     it('purges nothing for a refused caller', async () => {
-      const user = await signedInUser(t);
+      // Users are made once the clock is set: scheduling deletion needs a recent sign-in.
       await startAt(Date.UTC(2031, 0, 1));
+      const user = await signedInUser(t);
       await schedule(user);
       t.clock.advance(GRACE + DAY);
       await expectUnauthorized(await runCron(t, 'Bearer wrong-secret-0123456789'));
@@ -90,9 +91,9 @@ describe('POST /api/cron/purge-accounts', { timeout: 120_000 }, () => {
   describe('the grace period', () => {
     it('keeps an account scheduled at T at T + grace - 1 s, and purges it at T + grace', async () => {
       const T = Date.UTC(2032, 5, 15, 12, 0, 0);
+      await startAt(T);
       const user = await signedInUser(t);
       const other = await signedInUser(t);
-      await startAt(T);
       const scheduled = await schedule(user);
       expect(scheduled.deletedAt).toBe(new Date(T).toISOString());
       expect(scheduled.purgeAfter).toBe(new Date(T + GRACE).toISOString());
@@ -118,9 +119,9 @@ describe('POST /api/cron/purge-accounts', { timeout: 120_000 }, () => {
 
     it('never purges an account that is not scheduled, or was reactivated', async () => {
       const T = Date.UTC(2033, 0, 1);
+      await startAt(T);
       const never = await signedInUser(t);
       const reactivated = await signedInUser(t);
-      await startAt(T);
       await schedule(reactivated);
       t.clock.advance(DAY);
       await expectStatus(await call(t, '/api/users/me/reactivate', { method: 'POST', jar: reactivated.jar }), 200);
@@ -133,11 +134,11 @@ describe('POST /api/cron/purge-accounts', { timeout: 120_000 }, () => {
 
     it('counts an account whose purge fails (sole Owner of an organization with members) in `failed`, and still purges the others', async () => {
       const T = Date.UTC(2034, 0, 1);
+      await startAt(T);
       const org = await createOrganization(t, await signedInUser(t, { name: 'Stuck Owner' }));
       const member = await newMember(t, org, 'member');
       const first = await signedInUser(t);
       const last = await signedInUser(t);
-      await startAt(T);
       await schedule(first);
       t.clock.advance(1000);
       await schedule(org.owner);

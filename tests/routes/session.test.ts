@@ -65,10 +65,11 @@ describe('GET /api/session', () => {
     const body = await session(t, user.jar);
     const row = await t.db
       .selectFrom('sessions')
-      .select(['id', 'expires_at'])
+      .select(['id', 'expires_at', 'step_up_at'])
       .where('user_id', '=', user.id)
       .orderBy('created_at', 'desc')
       .executeTakeFirstOrThrow();
+    expect(row.step_up_at).not.toBeNull();
     expect(body).toStrictEqual({
       user: {
         id: user.id,
@@ -84,6 +85,8 @@ describe('GET /api/session', () => {
         activeOrganizationId: null,
         expiresAt: new Date(row.expires_at).toISOString(),
         mfa: false,
+        // When its last proof of every factor stops counting: STEP_UP_MAX_AGE (600 s) later.
+        stepUpUntil: new Date(new Date(row.step_up_at!).getTime() + 600_000).toISOString(),
       },
       permissions: [],
     });

@@ -104,6 +104,7 @@ const BUILDERS: Record<string, (a: Fixture, caller: { id: string; email: string 
   'POST /api/users/me/reactivate': () => ({ path: '/api/users/me/reactivate' }),
   'GET /api/users/me/export': () => ({ path: '/api/users/me/export' }),
   'POST /api/users/me/purge': (_a, caller) => ({ path: '/api/users/me/purge', body: { confirmEmail: caller.email } }),
+  'POST /api/session/step-up': () => ({ path: '/api/session/step-up', body: { password: 'not the password' } }),
 };
 
 /** The organization plugin's routes our gate guards (src/library/organization-gate.ts), with a valid body naming `a`'s ids. */

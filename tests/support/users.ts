@@ -52,7 +52,7 @@ async function signInByLink(t: TestApp, email: string): Promise<CookieJar> {
  * A verified account with PASSWORD, written straight into the tables as a
  * completed sign-up leaves it (a `users` row, email lower-cased and verified,
  * and its `credential` account), then signed in through the library's
- * magic link. For every test whose subject is not sign-up, verification or
+ * magic link, its session fresh for sensitive actions. For every test whose subject is not sign-up, verification or
  * password sign-in; those use `signedUpUser` (a later password sign-in works
  * on either).
  */
@@ -73,6 +73,12 @@ export async function signedInUser(t: TestApp, options: { email?: string; name?:
     return user.id as string;
   });
   const jar = await signInByLink(t, email);
+  // Fresh for sensitive actions, as the password sign-in it stands for would
+  // leave it (a magic link alone does not prove an account's password):
+  // step_up_at by the app's clock, which the guard reads.
+  await t.database.withOwner((owner) =>
+    owner.updateTable('sessions').set({ step_up_at: t.clock() }).where('user_id', '=', id).execute(),
+  );
   return { email, name, id, jar };
 }
 

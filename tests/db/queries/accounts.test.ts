@@ -303,9 +303,10 @@ describe('purgeAccount', { timeout: 120_000 }, () => {
     const due = await signedInUser(t);
     const org = await createOrganization(t, due);
     const key = await createKey(due, 'due key');
-    const notYet = await signedInUser(t);
     await expectStatus(await call(t, '/api/users/me/deletion', { method: 'POST', jar: due.jar }), 202);
     t.clock.set(T + DAY);
+    // Signed in when it schedules its deletion (a sensitive action needs a recent sign-in).
+    const notYet = await signedInUser(t);
     await expectStatus(await call(t, '/api/users/me/deletion', { method: 'POST', jar: notYet.jar }), 202);
 
     const logger = createMemoryLogger();
