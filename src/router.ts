@@ -237,11 +237,11 @@ function pathPattern(path: string): RegExp {
  * the methods it does (RFC 9110 §15.5.6; HEAD wherever GET is served, as hono
  * answers HEAD with the GET route), in the contract's error shape, for the
  * service's routes and the auth library's alike. Any other path: 404
- * NOT_FOUND. The route table is read on first use, once every route is
- * registered.
+ * NOT_FOUND.
  */
 export function notFoundAnswer(app: { routes: readonly { method: string; path: string }[] }) {
-  let table: { pattern: RegExp; methods: Set<string> }[] | undefined;
+  let table: { pattern: RegExp; methods: Set<string> }[] = [];
+  let routeCount = -1;
   const build = () => {
     const byPath = new Map<string, Set<string>>();
     for (const { method, path } of app.routes) {
@@ -255,7 +255,11 @@ export function notFoundAnswer(app: { routes: readonly { method: string; path: s
     return [...byPath].map(([path, methods]) => ({ pattern: pathPattern(path), methods }));
   };
   return (c: Context<AppEnv>): Response => {
-    table ??= build();
+    // Built on first use, and again if routes were added since (tests add some).
+    if (routeCount !== app.routes.length) {
+      table = build();
+      routeCount = app.routes.length;
+    }
     const allowed = new Set<string>();
     for (const { pattern, methods } of table) if (pattern.test(c.req.path)) for (const m of methods) allowed.add(m);
     if (allowed.size > 0 && !allowed.has(c.req.method)) {
