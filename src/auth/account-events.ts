@@ -7,6 +7,7 @@ import { recordAudit } from '../db/audit.js';
 import type { DB } from '../db/database.js';
 import type { Mailer } from './email.js';
 import { keepsItsCase } from './email-address.js';
+import { completeLibraryProof } from './email-proof.js';
 import { type NoticeOrigin, notifySecurityEvent, type SecurityEvent } from './security-notices.js';
 
 /**
@@ -55,6 +56,7 @@ type Pending = { userId: string; email: string | null; event: SecurityEvent; alw
 const pendingByCall = new WeakMap<object, Pending>();
 const usersCreatedByCall = new WeakMap<object, Set<string>>();
 const twoFactorChangeByCall = new WeakMap<object, boolean>();
+const provenByCall = new WeakSet<object>();
 
 function pending(context: object): Pending {
   const list = pendingByCall.get(context) ?? [];
@@ -110,12 +112,18 @@ export function accountEvents({ config, db, mailer, background }: Deps) {
         },
       },
       update: {
-        before: async (data: Record<string, unknown>, ctx: { context: object } | null) => {
+        before: async (data: Record<string, unknown>, ctx: { context: object; path?: string } | null) => {
           if (ctx && typeof data.twoFactorEnabled === 'boolean')
             twoFactorChangeByCall.set(ctx.context, data.twoFactorEnabled);
+          // The magic link verifies an unverified account's address in this one update.
+          if (ctx?.path === '/magic-link/verify' && data.emailVerified === true) provenByCall.add(ctx.context);
         },
         after: async (user: { id: string; email: string } | null, ctx: { context: object } | null) => {
           if (!ctx || !user) return;
+          if (provenByCall.has(ctx.context)) {
+            provenByCall.delete(ctx.context);
+            await completeLibraryProof(db, user.id);
+          }
           const enabled = twoFactorChangeByCall.get(ctx.context);
           if (enabled === undefined) return;
           twoFactorChangeByCall.delete(ctx.context);

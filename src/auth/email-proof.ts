@@ -1,4 +1,4 @@
-import type { Kysely } from 'kysely';
+import type { Kysely, Transaction } from 'kysely';
 import { runInTransaction } from '../db/ambient.js';
 import type { DB } from '../db/database.js';
 
@@ -37,27 +37,43 @@ export async function proveEmailOwnership(db: Kysely<DB>, userId: string): Promi
       .forUpdate()
       .executeTakeFirst();
     if (!user || user.email_verified) return null;
-    const links = await trx
-      .deleteFrom('accounts')
-      .where('user_id', '=', userId)
-      .where('provider_id', '<>', 'credential')
-      .executeTakeFirst();
-    const sessions = await trx.deleteFrom('sessions').where('user_id', '=', userId).executeTakeFirst();
-    const passkeys = await trx.deleteFrom('passkeys').where('user_id', '=', userId).executeTakeFirst();
-    const twoFactor = await trx.deleteFrom('two_factors').where('user_id', '=', userId).executeTakeFirst();
-    // Pending second-factor sign-ins of the account (src/auth/second-factor.ts names them `2fa-…`).
-    await trx.deleteFrom('verifications').where('value', '=', userId).where('identifier', 'like', '2fa-%').execute();
+    const proof = await removeUnprovenAccess(trx, userId);
     await trx
       .updateTable('users')
-      .set({ email_verified: true, two_factor_enabled: false, updated_at: new Date() })
+      .set({ email_verified: true, updated_at: new Date() })
       .where('id', '=', userId)
       .execute();
-    return {
-      userId,
-      removedLinks: Number(links.numDeletedRows),
-      removedSessions: Number(sessions.numDeletedRows),
-      removedPasskeys: Number(passkeys.numDeletedRows),
-      removedTwoFactor: twoFactor.numDeletedRows > 0n,
-    };
+    return proof;
   });
+}
+
+/**
+ * The magic link's proof: the library has already removed the account's
+ * links (the password too) and sessions and marked the address verified
+ * (better-auth `revokeUnprovenAccountAccess`); the rest of the rule follows
+ * (passkeys, second factors).
+ */
+export async function completeLibraryProof(db: Kysely<DB>, userId: string): Promise<EmailProof> {
+  return runInTransaction(db, (trx) => removeUnprovenAccess(trx, userId));
+}
+
+async function removeUnprovenAccess(trx: Transaction<DB>, userId: string): Promise<EmailProof> {
+  const links = await trx
+    .deleteFrom('accounts')
+    .where('user_id', '=', userId)
+    .where('provider_id', '<>', 'credential')
+    .executeTakeFirst();
+  const sessions = await trx.deleteFrom('sessions').where('user_id', '=', userId).executeTakeFirst();
+  const passkeys = await trx.deleteFrom('passkeys').where('user_id', '=', userId).executeTakeFirst();
+  const twoFactor = await trx.deleteFrom('two_factors').where('user_id', '=', userId).executeTakeFirst();
+  // Pending second-factor sign-ins of the account (src/auth/second-factor.ts names them `2fa-…`).
+  await trx.deleteFrom('verifications').where('value', '=', userId).where('identifier', 'like', '2fa-%').execute();
+  await trx.updateTable('users').set({ two_factor_enabled: false }).where('id', '=', userId).execute();
+  return {
+    userId,
+    removedLinks: Number(links.numDeletedRows),
+    removedSessions: Number(sessions.numDeletedRows),
+    removedPasskeys: Number(passkeys.numDeletedRows),
+    removedTwoFactor: twoFactor.numDeletedRows > 0n,
+  };
 }

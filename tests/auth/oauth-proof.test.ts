@@ -70,6 +70,26 @@ describe('proving an address strips what the unverified account held', () => {
     const attackerJar = new CookieJar();
     expect(redirectOf(await completeOAuth(t, attacker, stub, { jar: attackerJar })).error).toBeNull();
     expect(await signedInAs(attackerJar)).toBe(userId);
+    // Signed in, the attacker added a passkey and turned two-factor on.
+    await t.database.withOwner(async (o) => {
+      await o
+        .insertInto('passkeys')
+        .values({
+          user_id: userId,
+          name: 'Attacker key',
+          public_key: 'cHVibGlj',
+          credential_id: `credential-${crypto.randomUUID()}`,
+          counter: 0,
+          device_type: 'singleDevice',
+          backed_up: false,
+        })
+        .execute();
+      await o
+        .insertInto('two_factors')
+        .values({ user_id: userId, secret: 'sealed', backup_codes: '[]', verified: true })
+        .execute();
+      await o.updateTable('users').set({ two_factor_enabled: true }).where('id', '=', userId).execute();
+    });
     return { email, userId, githubId, attacker, attackerJar };
   }
 
@@ -109,7 +129,7 @@ describe('proving an address strips what the unverified account held', () => {
   ];
 
   it.each(PROOF_PATHS)(
-    '%s: the attacker’s link and session are gone, and the GitHub account reaches it no more',
+    '%s: the attacker’s link, session, passkey and second factor are gone; the GitHub account reaches it no more',
     async (_, prove) => {
       const { email, userId, githubId, attacker, attackerJar } = await takenOver();
       const attackerSession = await t.database.withOwner((o) =>
@@ -119,7 +139,13 @@ describe('proving an address strips what the unverified account held', () => {
       await prove(email);
 
       const state = await t.database.withOwner(async (o) => ({
-        user: await o.selectFrom('users').select('email_verified').where('id', '=', userId).executeTakeFirstOrThrow(),
+        user: await o
+          .selectFrom('users')
+          .select(['email_verified', 'two_factor_enabled'])
+          .where('id', '=', userId)
+          .executeTakeFirstOrThrow(),
+        passkeys: await o.selectFrom('passkeys').select('id').where('user_id', '=', userId).execute(),
+        twoFactors: await o.selectFrom('two_factors').select('id').where('user_id', '=', userId).execute(),
         links: await o.selectFrom('accounts').select('provider_id').where('user_id', '=', userId).execute(),
         attackerSession: await o
           .selectFrom('sessions')
@@ -127,7 +153,9 @@ describe('proving an address strips what the unverified account held', () => {
           .where('id', '=', attackerSession.id)
           .executeTakeFirst(),
       }));
-      expect(state.user.email_verified).toBe(true);
+      expect(state.user).toEqual({ email_verified: true, two_factor_enabled: false });
+      expect(state.passkeys).toEqual([]);
+      expect(state.twoFactors).toEqual([]);
       expect(state.links.map((l) => l.provider_id)).not.toContain('github');
       // Deleted rows: the session resolver reads them on every request, on every instance.
       expect(state.attackerSession).toBeUndefined();
