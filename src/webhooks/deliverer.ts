@@ -112,8 +112,9 @@ export function createDeliverer(options: DelivererOptions) {
   // for whichever instance runs next. One controller per run: on Workers an
   // AbortSignal belongs to the request (or cron event) that made it.
   const runs = new Set<AbortController>();
-  // Runs waiting for a send to end, to be woken early by new work (nudge).
-  const waiting = new Set<() => void>();
+  // The runs in progress, to be told of new work (nudge): `nudged` is kept
+  // until their next claim, so news that comes while they claim is not lost.
+  const listeners = new Set<{ nudged: boolean; wake: () => void }>();
 
   /**
    * One attempt, over by `timeoutMs` whatever the receiver, the resolver or
@@ -245,44 +246,49 @@ export function createDeliverer(options: DelivererOptions) {
           .finally(() => inFlight.delete(sending));
         inFlight.add(sending);
       };
+      const news = { nudged: false, wake: () => {} };
+      listeners.add(news);
       try {
         while (Date.now() < until && !stopped) {
-          const room = concurrency - inFlight.size;
-          if (room > 0) {
+          if (concurrency - inFlight.size > 0) {
+            news.nudged = false;
             const now = clock();
             const batch = await claimDue(db, {
               now,
               leaseUntil: new Date(now.getTime() + leaseMs),
-              limit: room,
+              limit: concurrency - inFlight.size,
               perOrganization,
             });
             for (const delivery of batch) start(delivery);
-            if (batch.length > 0) continue;
+            if (batch.length > 0 || news.nudged) continue;
             if (inFlight.size === 0) break;
           }
-          let wake = () => {};
-          const nudged = new Promise<void>((resolve) => {
-            wake = resolve;
-          });
-          waiting.add(wake);
-          await Promise.race([...inFlight, nudged]);
-          waiting.delete(wake);
+          await Promise.race([
+            ...inFlight,
+            new Promise<void>((resolve) => {
+              news.wake = resolve;
+            }),
+          ]);
         }
         await Promise.all(inFlight);
       } finally {
+        listeners.delete(news);
         runs.delete(stopping);
       }
       return run;
     },
     /** New work may be due (an event written, a retry's time come): runs waiting on their sends look again now. */
     nudge() {
-      for (const wake of waiting) wake();
+      for (const news of listeners) {
+        news.nudged = true;
+        news.wake();
+      }
     },
     /** Claims nothing more; deliveries already claimed are sent and recorded by the runs that hold them. */
     stop() {
       stopped = true;
       for (const run of runs) run.abort();
-      for (const wake of waiting) wake();
+      for (const news of listeners) news.wake();
     },
   };
 }
