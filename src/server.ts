@@ -13,8 +13,24 @@ import { delivererFor } from './webhooks/deliverer.js';
 import { startDeliveryLoop } from './webhooks/loop.js';
 import { pinnedFetch } from './webhooks/pinned-fetch.js';
 
-/** Every address a host name resolves to (webhook URLs must not reach a private one). */
-const resolveHost = async (host: string) => (await lookup(host, { all: true })).map((entry) => entry.address);
+/** How long a webhook URL's host name may take to resolve (a request checking a URL waits for it). */
+const RESOLVE_TIMEOUT_MS = 5_000;
+
+/** Every address a host name resolves to (webhook URLs must not reach a private one); none in time: it does not resolve. */
+const resolveHost = async (host: string) => {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () => reject(new Error(`${host} did not resolve within ${RESOLVE_TIMEOUT_MS} ms`)),
+      RESOLVE_TIMEOUT_MS,
+    );
+  });
+  try {
+    return (await Promise.race([lookup(host, { all: true }), late])).map((entry) => entry.address);
+  } finally {
+    clearTimeout(timer);
+  }
+};
 
 /** Node entry: the one place that reads process.env. */
 async function main(): Promise<void> {
