@@ -472,6 +472,21 @@ describe('step-up (docs/security.md "Sensitive actions and step-up")', () => {
       await expectStepUpRequired(await probe(t, user.jar));
     });
 
+    it("a session days old that stepped up registers a passkey: the library's own age rule decides nothing", async () => {
+      const user = await signedInUser(t);
+      await t.database.withOwner((owner) =>
+        owner
+          .updateTable('sessions')
+          .set({ created_at: new Date(Date.now() - 3 * 86_400_000) })
+          .where('user_id', '=', user.id)
+          .execute(),
+      );
+      await makeStale(t, user.id);
+      await expectStepUpRequired(await probe(t, user.jar));
+      await expectStatus(await stepUp(t, user.jar, { password: PASSWORD }), 200);
+      expect((await probe(t, user.jar)).status).toBe(200);
+    });
+
     it('one answer for every failure: wrong, missing or extra factors; the session stays stale', async () => {
       const user = await signedInUser(t);
       await makeStale(t, user.id);
