@@ -10,6 +10,7 @@ import {
   redirectOf,
   stubProviders,
 } from '../support/oauth-providers.js';
+import { accountAuditRows } from '../support/orgs.js';
 import { signedInUser, uniqueEmail } from '../support/users.js';
 
 /**
@@ -43,15 +44,8 @@ describe('linking a provider identity to an existing account', () => {
   const signedInAs = async (jar: CookieJar) =>
     ((await expectStatus(await call(t, '/api/session', { jar }), 200)) as { user: { id: string } } | null)?.user.id ??
     null;
-  const linkAudits = (userId: string) =>
-    t.database.withOwner((o) =>
-      o
-        .selectFrom('audit_logs')
-        .select(['actor_id', 'tenant_id', 'metadata'])
-        .where('action', '=', 'user.account_linked')
-        .where('actor_id', '=', userId)
-        .execute(),
-    );
+  // As the account's export reads them (row-level security binds the owner too, on PostgreSQL).
+  const linkAudits = (userId: string) => accountAuditRows(t, userId, 'user.account_linked');
   const linkNotices = (email: string) =>
     mailsTo(t, email).filter((m) => / was linked to your account$/.test(m.subject));
 

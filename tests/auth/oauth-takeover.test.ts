@@ -9,6 +9,7 @@ import {
   redirectOf,
   stubProviders,
 } from '../support/oauth-providers.js';
+import { accountAuditRows } from '../support/orgs.js';
 import { signedInUser, uniqueEmail } from '../support/users.js';
 
 /**
@@ -172,15 +173,7 @@ describe('OAuth sign-in with an address the provider did not verify', () => {
       expect(await linksOf(identity.id)).toEqual([]);
       expect(await sessionsOf(kate.id)).toHaveLength(1);
       expect(mailsTo(t, kate.email)).toHaveLength(before);
-      const audit = await t.database.withOwner((o) =>
-        o
-          .selectFrom('audit_logs')
-          .select('id')
-          .where('action', '=', 'user.account_linked')
-          .where('actor_id', '=', kate.id)
-          .execute(),
-      );
-      expect(audit).toEqual([]);
+      expect(await accountAuditRows(t, kate.id, 'user.account_linked')).toEqual([]);
     });
 
     it('the same address is refused at sign-up, password sign-in, magic link and reset (the library would fold it)', async () => {
