@@ -75,9 +75,6 @@ const SESSION_EVENTS: Readonly<Record<string, (returned: Record<string, unknown>
   '/change-password': () => ({ kind: 'password_changed' }),
 };
 
-/** Paths whose provider links are reported: the OAuth callback (sign-in or `/link-social` completing) and ID-token linking. */
-const LINKING_PATHS = new Set(['/callback/:id', '/link-social']);
-
 /** The client as the service saw it: the address its trusted proxies forwarded (as the rate limiter reads it) and its user agent. */
 export function originOf(request: Request | undefined, config: Config, at = new Date()): NoticeOrigin {
   const headers = request?.headers;
@@ -139,14 +136,16 @@ export function accountEvents({ config, db, mailer, background }: Deps) {
       create: {
         /**
          * A provider identity added to an account that existed before this
-         * call is a link (an account created by this call is a sign-up).
-         * Audited here, when the link is written; mailed by the after hook.
+         * call is a link, whichever path wrote it (the OAuth callback of a
+         * sign-in or of `/link-social`, an ID-token sign-in); an account
+         * created by this call is a sign-up. Audited here, when the link is
+         * written; mailed by the after hook.
          */
         after: async (
           account: { userId: string; providerId: string; accountId: string },
           ctx: { context: object; path?: string } | null,
         ) => {
-          if (!ctx?.path || !LINKING_PATHS.has(ctx.path) || account.providerId === 'credential') return;
+          if (!ctx?.path || account.providerId === 'credential') return;
           if (usersCreatedByCall.get(ctx.context)?.has(account.userId)) return;
           await recordAudit(db, {
             action: 'user.account_linked',
