@@ -25,8 +25,10 @@ export interface EmailProof {
  * on the reset path the one the prover just set.
  *
  * Returns null when the account does not exist or was already verified (a
- * verified account keeps what it has). Called by every proof path; SSO and
- * SCIM, which verify addresses themselves, call it too.
+ * verified account keeps what it has). Called on the verification and reset
+ * paths (src/auth/auth.ts), and by SSO and SCIM, which verify addresses
+ * themselves; the magic link, whose library step does the first half, ends
+ * with `completeLibraryProof`.
  */
 export async function proveEmailOwnership(db: Kysely<DB>, userId: string): Promise<EmailProof | null> {
   return runInTransaction(db, async (trx) => {
