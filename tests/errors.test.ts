@@ -5,27 +5,32 @@ import { access, guard } from '../src/middleware/guard.js';
 import { createTestApp, type TestApp } from './support/app.js';
 import { UUID_V4 } from './support/http.js';
 
-/** API.md "Errors", transcribed: every code and its one status. */
+/** API.md "Errors", transcribed: every code and its one status (with the codes its later sections add). */
 // Oracle: copied from the contract on purpose; the service must agree with it.
 const CONTRACT: Record<string, number> = {
   VALIDATION_ERROR: 400,
   UNAUTHORIZED: 401,
+  INVALID_CREDENTIALS: 401,
   FORBIDDEN: 403,
   NO_ACTIVE_ORGANIZATION: 403,
   INSUFFICIENT_PERMISSIONS: 403,
   ACCOUNT_SCHEDULED_FOR_DELETION: 403,
   NOT_OWNER: 403,
   MFA_REQUIRED: 403,
+  STEP_UP_REQUIRED: 403,
   NOT_FOUND: 404,
   SLUG_CONFLICT: 409,
   OWNERSHIP_CONSTRAINT: 409,
   DEFAULT_ROLE: 409,
   TARGET_NOT_ADMIN: 409,
+  QUOTA_EXCEEDED: 409,
   PAYLOAD_TOO_LARGE: 413,
   UNSUPPORTED_MEDIA_TYPE: 415,
   RATE_LIMITED: 429,
   INTERNAL_ERROR: 500,
   SERVICE_UNAVAILABLE: 503,
+  // Ours, beyond the contract's table: a known path with a wrong method (HTTP's 405 with Allow).
+  METHOD_NOT_ALLOWED: 405,
 };
 
 const open = guard(access.public());

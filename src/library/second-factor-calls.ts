@@ -1,4 +1,4 @@
-import { sql, type Transaction } from 'kysely';
+import type { Transaction } from 'kysely';
 import { recordAudit } from '../db/audit.js';
 import type { DB } from '../db/database.js';
 import { endSessionsAndChallenges, type KeptSession, resetTokenOwner } from '../db/queries/credentials.js';
@@ -59,8 +59,9 @@ export async function afterSecondFactorCall(
   body: unknown,
   state: SecondFactorState,
   issuedToken: string | null,
+  now: Date,
 ): Promise<void> {
-  await endAfterCredentialChange(trx, call, state, issuedToken);
+  await endAfterCredentialChange(trx, call, state, issuedToken, now);
   const user = call.session?.user;
   if (!user) return;
   const audit = (action: Parameters<typeof recordAudit>[1]['action'], metadata: JsonObject) =>
@@ -104,6 +105,7 @@ async function endAfterCredentialChange(
   call: OrganizationCall,
   state: SecondFactorState,
   issuedToken: string | null,
+  now: Date,
 ): Promise<void> {
   const session = call.session;
   const current: KeptSession = session ? { sessionId: session.session.id } : null;
@@ -116,7 +118,7 @@ async function endAfterCredentialChange(
       if (issuedToken) {
         await trx
           .updateTable('sessions')
-          .set({ mfa: true, step_up_at: sql<Date>`now()` })
+          .set({ mfa: true, step_up_at: now })
           .where('token', '=', issuedToken)
           .where('user_id', '=', session.user.id)
           .execute();

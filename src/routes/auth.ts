@@ -220,7 +220,7 @@ export function authRoutes({ auth, config, db, store, clock }: Deps) {
         const { response, body } = await forward(c, request);
         if (!response.ok && route.commitsRefusals) return finish(response, body);
         if (!response.ok) throw new Rollback(finish(response, body));
-        await afterSecondFactorCall(trx, call, body, secondFactor, issuedSessionToken(response, config));
+        await afterSecondFactorCall(trx, call, body, secondFactor, issuedSessionToken(response, config), clock());
         return finish(response, await afterOrganizationCall(trx, call, body));
       });
     } catch (error) {
