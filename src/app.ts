@@ -4,6 +4,7 @@ import { createAuth } from './auth/auth.js';
 import { createCookieCacheVerifier } from './auth/cookie-cache.js';
 import { createMailer, type Mailer } from './auth/email.js';
 import { registerOrganizationHandlers } from './auth/organizations.js';
+import { type NoticeOrigin, notifySecurityEvent, type SecurityEvent } from './auth/security-notices.js';
 import { createSessionResolver, type SessionStateRow } from './auth/session.js';
 import type { SessionStateCache } from './auth/session-state-cache.js';
 import { renderError } from './errors.js';
@@ -130,7 +131,10 @@ export function createApp(deps: AppDeps, options: CreateAppOptions = {}) {
   app.route('/', adminRoutes({ db }));
   app.route('/', memberRoutes({ db }));
   app.route('/', roleRoutes({ db }));
-  app.route('/', apiKeyRoutes({ db, clock }));
+  const background = options.background ?? ((task: Promise<unknown>) => void task);
+  const notify = (to: string, event: SecurityEvent, origin: NoticeOrigin) =>
+    background(notifySecurityEvent(mailer, { to, event, origin, appUrl: config.auth.appUrl }));
+  app.route('/', apiKeyRoutes({ db, clock, notify }));
   app.route('/', auditLogRoutes({ db }));
   app.route('/', organizationSecurityRoutes({ db }));
   app.route(

@@ -1,6 +1,7 @@
 import { z } from '@hono/zod-openapi';
 import type { Kysely } from 'kysely';
 import { generateKey, KEY_PREFIX } from '../auth/api-key-material.js';
+import type { NoticeOrigin, SecurityEvent } from '../auth/security-notices.js';
 import type { DB } from '../db/database.js';
 import { insertKey, listKeys, revokeKey } from '../db/queries/api-keys.js';
 import { knownPermissions } from '../db/queries/roles.js';
@@ -121,7 +122,16 @@ function toApiKey(row: KeyRow) {
 }
 
 /** API.md api-keys rows; spec §3 "API key" (create, idempotent revoke, one audit entry each). */
-export function apiKeyRoutes({ db, clock }: { db: Kysely<DB>; clock: Clock }) {
+export function apiKeyRoutes({
+  db,
+  clock,
+  notify,
+}: {
+  db: Kysely<DB>;
+  clock: Clock;
+  /** Mails the creator a security notice after the answer (docs/security.md "Security notices"). */
+  notify: (to: string, event: SecurityEvent, origin: NoticeOrigin) => void;
+}) {
   return createRouter()
     .openapi(createRoute, async (c) => {
       const session = sessionOf(c);
@@ -158,6 +168,11 @@ export function apiKeyRoutes({ db, clock }: { db: Kysely<DB>; clock: Clock }) {
         requestId: c.get('requestId'),
       });
       const { revokedAt: _r, lastUsedAt: _l, ...created } = toApiKey(row);
+      notify(
+        session.user.email,
+        { kind: 'api_key_created', keyName: name },
+        { at: clock(), ip: c.get('clientIp') ?? null, userAgent: c.req.header('user-agent') ?? null },
+      );
       return c.json({ ...created, key: material.key }, 201);
     })
     .openapi(listRoute, async (c) => {

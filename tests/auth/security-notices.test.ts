@@ -6,6 +6,7 @@ import { notifySecurityEvent } from '../../src/auth/security-notices.js';
 import { createTestApp, type TestApp } from '../support/app.js';
 import { APP_ORIGIN, type CookieJar, call, expectStatus, linkIn, mailsTo, PASSWORD } from '../support/http.js';
 import { authenticatorFor, freshCode, wrongCode } from '../support/mfa.js';
+import { createOrganization } from '../support/orgs.js';
 import { type SignedInUser, signedInUser } from '../support/users.js';
 
 /**
@@ -180,6 +181,26 @@ describe('security notices', () => {
         200,
       );
     }
+  });
+
+  it('an API key created over HTTP: mailed to its creator with the address and user agent', async () => {
+    const org = await createOrganization(t, await signedInUser(t));
+    await expectStatus(
+      await call(t, '/api/api-keys', {
+        body: { name: 'deploy bot', scopes: ['roles:read'] },
+        jar: org.owner.jar,
+        ...from,
+      }),
+      201,
+    );
+    expectNotice(org.owner, 'An API key was created', /An API key named "deploy bot" was created by your account/);
+    const refused = await call(t, '/api/api-keys', {
+      body: { name: 'too much', scopes: ['not:a-permission'] },
+      jar: org.owner.jar,
+      ...from,
+    });
+    expect(refused.status).toBe(400);
+    expect(notices(org.owner, 'An API key was created')).toHaveLength(1);
   });
 
   describe('the mail itself', () => {
