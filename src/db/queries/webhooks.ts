@@ -1,4 +1,4 @@
-import { type Kysely, sql, type Transaction } from 'kysely';
+import { type Kysely, type RawBuilder, sql, type Transaction } from 'kysely';
 import { ApiError } from '../../errors.js';
 import { currentRequestScope } from '../../request-scope.js';
 import { recordAudit } from '../audit.js';
@@ -267,15 +267,18 @@ const CLAIM_LOCK = sql`pg_advisory_xact_lock(hashtextextended('gatehouse.webhook
  * - an organization never holds more than `perOrganization` live leases,
  *   counted over every instance (a lease is the row's `locked_until`), so a
  *   slow or silent organization leaves the rest of the slots to the others;
- * - the claim takes the organizations in turn: each organization's due
- *   deliveries are numbered oldest first, and the claim takes the lowest
- *   (leases held + number) first, so an organization with nothing in flight
- *   goes before the second delivery of one that has some.
+ * - the claim takes the organizations in turn: each organization's first due
+ *   deliveries are numbered, and the claim takes the lowest (leases held +
+ *   number) first, so an organization with nothing in flight goes before
+ *   the second delivery of one that has some.
  *
- * Claims are serialised by an advisory lock so the counts are exact; FOR
- * UPDATE SKIP LOCKED and the lease re-checked on the locked row keep two
- * claims from ever taking the same delivery. A lease that expires (the
- * instance died mid-send) makes the delivery due again.
+ * It walks the organizations that have pending deliveries (a skip scan of
+ * migration 0011's index) and reads a few index entries of each: one
+ * organization's backlog does not slow it. Claims are serialised by an
+ * advisory lock so the counts are exact; FOR UPDATE SKIP LOCKED and the
+ * lease re-checked on the locked row keep two claims from ever taking the
+ * same delivery. A lease that expires (the instance died mid-send) makes the
+ * delivery due again.
  */
 export function claimDue(
   db: Kysely<DB>,
@@ -289,24 +292,49 @@ export function claimDue(
   return db.transaction().execute(async (trx) => {
     await setScope(trx, { webhookDeliverer: 'on' });
     await sql`SELECT ${CLAIM_LOCK}`.execute(trx);
+    // Planner settings for this transaction only. Under row-level security
+    // the planner underestimates an organization's pending rows and reads
+    // them all (a bitmap scan and a sort) instead of the first few in the
+    // index's order; and the statement's estimated cost starts a JIT
+    // compilation that takes longer than the statement (PostgreSQL 15, 100,000
+    // pending: 650 ms with both, 12-45 ms without).
+    await sql`SELECT set_config('enable_bitmapscan', 'off', true), set_config('jit', 'off', true)`.execute(trx);
+    const due = (range: RawBuilder<unknown>) => sql`
+      SELECT d.id, d.tenant_id, d.next_attempt_at, d.created_at FROM webhook_deliveries d
+      WHERE d.tenant_id = h.tenant_id AND d.status = 'pending' AND ${range}
+        AND (d.locked_until IS NULL OR d.locked_until <= ${now})
+        -- A disabled endpoint receives only what its test button sends.
+        AND (d.event_type = 'webhook.test' OR (SELECT w.enabled FROM webhook_endpoints w WHERE w.id = d.endpoint_id))
+      ORDER BY d.next_attempt_at NULLS FIRST, d.created_at, d.id
+      LIMIT ${perOrganization}
+    `;
     const { rows } = await sql<ClaimedDelivery>`
-      WITH leased AS (
-        SELECT tenant_id, count(*) AS held FROM webhook_deliveries
-        WHERE status = 'pending' AND locked_until > ${now}
-        GROUP BY tenant_id
+      WITH RECURSIVE tenants AS (
+        (SELECT tenant_id FROM webhook_deliveries WHERE status = 'pending' ORDER BY tenant_id LIMIT 1)
+        UNION ALL
+        SELECT (
+          SELECT d.tenant_id FROM webhook_deliveries d
+          WHERE d.status = 'pending' AND d.tenant_id > t.tenant_id
+          ORDER BY d.tenant_id LIMIT 1
+        )
+        FROM tenants t WHERE t.tenant_id IS NOT NULL
+      ),
+      held AS (
+        SELECT t.tenant_id, (
+          SELECT count(*) FROM webhook_deliveries d
+          WHERE d.tenant_id = t.tenant_id AND d.status = 'pending' AND d.locked_until > ${now}
+        ) AS leases
+        FROM tenants t WHERE t.tenant_id IS NOT NULL
+      ),
+      candidates AS (
+        -- New deliveries, then retries that have come due: two ranges of the index, each read in order.
+        SELECT c.*, h.leases FROM held h
+        CROSS JOIN LATERAL ((${due(sql`d.next_attempt_at IS NULL`)}) UNION ALL (${due(sql`d.next_attempt_at <= ${now}`)})) c
       ),
       ranked AS (
-        SELECT d.id, d.next_attempt_at, d.created_at,
-          coalesce(l.held, 0) + row_number() OVER (
-            PARTITION BY d.tenant_id ORDER BY d.next_attempt_at NULLS FIRST, d.created_at, d.id
-          ) AS turn
-        FROM webhook_deliveries d
-        JOIN webhook_endpoints w ON w.id = d.endpoint_id
-        LEFT JOIN leased l ON l.tenant_id = d.tenant_id
-        WHERE d.status = 'pending' AND (d.next_attempt_at IS NULL OR d.next_attempt_at <= ${now})
-          AND (d.locked_until IS NULL OR d.locked_until <= ${now})
-          -- A disabled endpoint receives only what its test button sends.
-          AND (w.enabled OR d.event_type = 'webhook.test')
+        SELECT id, next_attempt_at, created_at,
+          leases + row_number() OVER (PARTITION BY tenant_id ORDER BY next_attempt_at NULLS FIRST, created_at, id) AS turn
+        FROM candidates
       ),
       picked AS (
         SELECT id FROM ranked WHERE turn <= ${perOrganization}
