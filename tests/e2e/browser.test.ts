@@ -215,11 +215,33 @@ describe('the example SPA in Chromium against the Node API', () => {
     expect((await ui.rows('members')).map((cells) => cells[1])).toEqual([email]);
   });
 
-  it('creates an API key (shown once) and revokes it', async () => {
+  it('creates an API key (shown once) after confirming it is them, and revokes it', async () => {
     await ui.open('api-keys');
     await ui.fill('key-form', { name: 'Example key' });
     await ui.page.check('#key-form input[value="roles:read"]');
-    await ui.step('create API key', () => ui.page.click('#key-form button[type=submit]'));
+    // A sensitive action: the magic-link session of an account with a password never proved the password.
+    expect(await ui.stepNeedsConfirmation('create API key', () => ui.page.click('#key-form button[type=submit]'))).toBe(
+      'create API key: 403 STEP_UP_REQUIRED Recent authentication required',
+    );
+    expect(await ui.text('#step-up-reason')).toBe(
+      'To create API key, enter your password. Sensitive actions need a recent sign-in.',
+    );
+    expect(
+      await ui.page.locator('#step-up-form input').evaluateAll((inputs) => inputs.map((i) => i.getAttribute('name'))),
+    ).toEqual(['password']);
+    expect(await ui.rows('api-keys')).toEqual([]);
+    await ui.screenshot('example-07-step-up.png');
+    // A wrong password: 401, the prompt stays open, no key.
+    expect(
+      await ui.stepFails('step up', async () => {
+        await ui.fill('step-up-form', { password: 'not the password at all' });
+        await ui.page.click('#step-up-form button[type=submit]');
+      }),
+    ).toBe('step up: 401 INVALID_CREDENTIALS Invalid credentials');
+    expect(await ui.page.isVisible('#step-up-form')).toBe(true);
+    expect(await ui.text('#api-key')).toBe('');
+    // The password: the session is fresh, and the refused action runs again, once.
+    await ui.confirmIdentity('create API key', { password: PASSWORD });
     const key = await ui.text('#api-key');
     expect(key).toMatch(/^sk_live_[0-9A-Za-z]{32}$/);
     const listed = await ui.rows('api-keys');
@@ -342,9 +364,32 @@ describe('the example SPA in Chromium against the Node API', () => {
     await ui.open('roles');
   });
 
-  it('schedules the account for deletion (tenant routes refuse it) and cancels it', async () => {
+  it('schedules the account for deletion once confirmed with the password and a backup code (tenant routes refuse it), and cancels it', async () => {
+    // Eleven minutes later by the API's clock: the sign-in no longer counts as recent (STEP_UP_MAX_AGE, 600 s).
+    stack.api.t.clock.advance(11 * 60_000);
     await ui.open('account');
-    await ui.step('schedule deletion', () => ui.page.click('#schedule-deletion'));
+    expect(await ui.stepNeedsConfirmation('schedule deletion', () => ui.page.click('#schedule-deletion'))).toMatch(
+      /403 STEP_UP_REQUIRED\b/,
+    );
+    // Two-factor is on: the prompt asks for a code too.
+    expect(await ui.text('#step-up-reason')).toBe(
+      'To schedule deletion, enter your password and a code from your authenticator app (or one of your backup codes). Sensitive actions need a recent sign-in.',
+    );
+    // Cancelled: nothing happens.
+    expect(await ui.stepFails('schedule deletion', () => ui.page.click('#step-up-cancel'))).toBe(
+      'schedule deletion: not confirmed',
+    );
+    expect(await ui.page.isHidden('#step-up')).toBe(true);
+    expect(await ui.text('#deletion')).toBe('Not scheduled for deletion.');
+    // The password alone is not every factor of this account.
+    await ui.stepNeedsConfirmation('schedule deletion', () => ui.page.click('#schedule-deletion'));
+    expect(
+      await ui.stepFails('step up', async () => {
+        await ui.fill('step-up-form', { password: PASSWORD });
+        await ui.page.click('#step-up-form button[type=submit]');
+      }),
+    ).toBe('step up: 401 INVALID_CREDENTIALS Invalid credentials');
+    await ui.confirmIdentity('schedule deletion', { password: PASSWORD, backupCode: backupCodes[1]! });
     expect(await ui.text('#deletion')).toMatch(/^Scheduled for deletion since /);
     expect(await ui.text('#account-notice')).toMatch(/^Your account will be purged after /);
     await ui.screenshot('example-13-deletion.png');

@@ -355,6 +355,16 @@ describe('the worker in workerd (wrangler dev) against PostgreSQL and the Upstas
   it('enables TOTP and signs in with the second factor: held back, then a multi-factor session', async () => {
     // A fresh auth-tier budget for this address: the walk above spent most of it.
     await flushRateLimits();
+    // A sensitive action (docs/security.md "Sensitive actions and step-up"): the password sign-in above may be
+    // more than STEP_UP_MAX_AGE (600 s) old on a slow machine, so this session proves the password again first.
+    const wrong = await json(await call('/api/session/step-up', { body: { password: 'not the password' }, jar }), 401);
+    expect(wrong.code).toBe('INVALID_CREDENTIALS');
+    const { stepUpUntil } = await json<{ stepUpUntil: string }>(
+      await call('/api/session/step-up', { body: { password: PASSWORD }, jar }),
+      200,
+    );
+    expect(Date.parse(stepUpUntil)).toBeGreaterThan(Date.now() + 500_000);
+    expect((await json(await call('/api/session', { jar }), 200)).session.stepUpUntil).toBe(stepUpUntil);
     const enable = await json<{ totpURI: string; backupCodes: string[] }>(
       await call('/api/auth/two-factor/enable', { body: { password: PASSWORD }, jar }),
       200,

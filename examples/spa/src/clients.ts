@@ -6,7 +6,7 @@
 import { passkeyClient } from '@better-auth/passkey/client';
 import { createAuthClient } from 'better-auth/client';
 import { magicLinkClient, organizationClient, twoFactorClient } from 'better-auth/client/plugins';
-import { createGatehouseClient, type GatehouseError } from 'gatehouse/client';
+import { type components, createGatehouseClient, type GatehouseError } from 'gatehouse/client';
 
 /** Set when the example is built (examples/spa/serve.ts: GATEHOUSE_API_URL, default http://localhost:4000). */
 declare const GATEHOUSE_API_URL: string;
@@ -19,6 +19,9 @@ export const auth = createAuthClient({
 });
 
 export const api = createGatehouseClient({ baseUrl: API_URL });
+
+/** A permission name, as the roles and API-key routes take it (the checkboxes offer the session's own). */
+export type Permission = components['schemas']['CreateRole']['permissions'][number];
 
 /** What the API said, as one line: `403 MFA_REQUIRED The organization requires…`. */
 export class ApiFailure extends Error {

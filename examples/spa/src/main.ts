@@ -11,7 +11,8 @@ import { roles } from './screens/roles.js';
 import { security } from './screens/security.js';
 import { webhooks } from './screens/webhooks.js';
 import { refresh, setRenderer } from './session.js';
-import { $, action, h, type Screen } from './ui.js';
+import { confirmIdentity } from './step-up.js';
+import { $, action, h, type Screen, setStepUpPrompt } from './ui.js';
 
 const SCREENS: Record<string, { title: string; render: Screen }> = {
   account: { title: 'Account', render: account },
@@ -67,6 +68,8 @@ $('sign-out').addEventListener(
 );
 window.addEventListener('hashchange', () => void action(`show ${route()}`, show));
 setRenderer(show);
+// 403 STEP_UP_REQUIRED: ask for the account's factors again, then retry the action once.
+setStepUpPrompt(confirmIdentity);
 
 // The verification link lands here (the sign-up's callbackURL): better-auth adds ?error=… when it failed.
 const params = new URLSearchParams(location.search);

@@ -2,7 +2,8 @@
 // session (`GET /api/session`: user, session, the active organization's
 // permissions) and the user's organizations. Screens call `refresh()` after
 // anything that changes them, or `rerender()` after a change of their own
-// data: both resolve once the screen shows the new state.
+// data: both resolve once the screen shows the new state. `reload()` updates
+// the header only (the step-up prompt's, before it retries an action).
 import type { components } from 'gatehouse/client';
 import { ApiFailure, api, auth, must } from './clients.js';
 import { $, h } from './ui.js';
@@ -40,7 +41,8 @@ async function listOrganizations(): Promise<Organization[]> {
   }
 }
 
-export async function refresh(): Promise<void> {
+/** Reads the session and the organizations again and updates the header, leaving the screen as it is. */
+export async function reload(): Promise<void> {
   current = await must(api.GET('/api/session'));
   organizations = current ? await listOrganizations() : [];
   const active = activeOrganization();
@@ -49,6 +51,10 @@ export async function refresh(): Promise<void> {
   $('org').textContent = active ? `Organization: ${active.name} (${active.slug})` : current ? 'No organization' : '';
   $('permissions').textContent = active ? `(${current?.permissions.length ?? 0} permissions)` : '';
   $('sign-out').hidden = !current;
+}
+
+export async function refresh(): Promise<void> {
+  await reload();
   await render();
 }
 

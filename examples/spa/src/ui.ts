@@ -1,5 +1,6 @@
 // A few DOM helpers, so each screen reads as the page it builds. No framework:
 // the example is about the calls, and every line of it runs as written.
+import { ApiFailure } from './clients.js';
 
 /** Each screen renders itself into the page's <main>, reading what it shows from the API. */
 export type Screen = (root: HTMLElement) => Promise<void>;
@@ -31,18 +32,37 @@ export const $ = <T extends HTMLElement = HTMLElement>(id: string): T => {
   return element as T;
 };
 
+/** Asks the user to confirm it is them, then calls `retry` (main.ts sets it: step-up.ts). */
+export type StepUpPrompt = (name: string, retry: () => Promise<void>) => void;
+let stepUpPrompt: StepUpPrompt | null = null;
+export const setStepUpPrompt = (prompt: StepUpPrompt): void => {
+  stepUpPrompt = prompt;
+};
+
 /**
  * Runs one user action and reports it in `#status` ("<name>: ok" or
  * "<name>: failed") and `#error`: the page's only feedback channel, which
- * the browser suite reads too.
+ * the browser suite reads too. A sensitive action refused with 403
+ * STEP_UP_REQUIRED reports "<name>: confirm it's you" instead, opens the
+ * prompt, and runs once more after the user confirmed (never a second prompt).
  */
-export async function action(name: string, run: () => Promise<unknown>): Promise<void> {
+export function action(name: string, run: () => Promise<unknown>): Promise<void> {
+  return attempt(name, run, true);
+}
+
+async function attempt(name: string, run: () => Promise<unknown>, mayStepUp: boolean): Promise<void> {
   $('status').textContent = `${name}…`;
   $('error').textContent = '';
   try {
     await run();
     $('status').textContent = `${name}: ok`;
   } catch (error) {
+    if (mayStepUp && stepUpPrompt && error instanceof ApiFailure && error.code === 'STEP_UP_REQUIRED') {
+      $('status').textContent = `${name}: confirm it's you`;
+      $('error').textContent = `${name}: ${error.message}`;
+      stepUpPrompt(name, () => attempt(name, run, false));
+      return;
+    }
     // A CORS refusal surfaces here as a TypeError ("Failed to fetch"): the page learns nothing else.
     $('status').textContent = `${name}: failed`;
     $('error').textContent = `${name}: ${error instanceof Error ? error.message : String(error)}`;

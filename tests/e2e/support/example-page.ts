@@ -6,6 +6,8 @@ import { startApiServer } from './api-server.js';
 import { freePortPreferring, SCREENSHOT_DIR } from './servers.js';
 
 export const SESSION_COOKIE = 'gatehouse.session_token';
+/** The status line of an action refused with 403 STEP_UP_REQUIRED: `<name>: confirm it's you`. */
+const CONFIRM = "confirm it's you";
 
 /**
  * Drives one tab of the example SPA (examples/spa) the way its user does:
@@ -26,13 +28,33 @@ export class ExamplePage {
 
   /** Runs one UI step and waits for the page to report it; fails with the page's own error text. */
   async step(name: string, run: () => Promise<unknown>): Promise<void> {
-    expect(await this.outcome(name, run), `${name}: ${await this.text('#error')}`).toBe(`${name}: ok`);
+    const outcome = await this.outcome(name, run);
+    expect(outcome, `${name}: ${await this.text('#error')}`).toBe(`${name}: ok`);
   }
 
   /** Runs one UI step that must fail; answers the page's error line. */
   async stepFails(name: string, run: () => Promise<unknown>): Promise<string> {
     expect(await this.outcome(name, run)).toBe(`${name}: failed`);
     return this.text('#error');
+  }
+
+  /**
+   * Runs one UI step the API refuses with 403 STEP_UP_REQUIRED: the page asks
+   * "Confirm it's you" (examples/spa/src/step-up.ts). Answers the error line.
+   */
+  async stepNeedsConfirmation(name: string, run: () => Promise<unknown>): Promise<string> {
+    expect(await this.outcome(name, run), await this.text('#error')).toBe(`${name}: ${CONFIRM}`);
+    expect(await this.page.isVisible('#step-up-form')).toBe(true);
+    return this.text('#error');
+  }
+
+  /** Answers the open "Confirm it's you" prompt; the refused action `name` then runs once more and must succeed. */
+  async confirmIdentity(name: string, values: Record<string, string>): Promise<void> {
+    await this.step(name, async () => {
+      await this.fill('step-up-form', values);
+      await this.page.click('#step-up-form button[type=submit]');
+    });
+    expect(await this.page.isHidden('#step-up')).toBe(true);
   }
 
   private async outcome(name: string, run: () => Promise<unknown>): Promise<string> {
@@ -42,10 +64,14 @@ export class ExamplePage {
       if (status) status.textContent = '';
     });
     await run();
-    await this.page.waitForFunction((n) => {
-      const status = document.getElementById('status')?.textContent;
-      return status === `${n}: ok` || status === `${n}: failed`;
-    }, name);
+    // Also final: the prompt's own failure (a wrong factor), and the prompt opening.
+    await this.page.waitForFunction(
+      ([n, confirm]) => {
+        const status = document.getElementById('status')?.textContent;
+        return [`${n}: ok`, `${n}: failed`, `${n}: ${confirm}`, 'step up: failed'].includes(status ?? '');
+      },
+      [name, CONFIRM] as const,
+    );
     return this.text('#status');
   }
 

@@ -1,6 +1,6 @@
 // API keys of the active organization: the key itself is shown once, in the
 // answer to its creation; the list has its prefix and last four characters.
-import { api, must } from '../clients.js';
+import { api, must, type Permission } from '../clients.js';
 import { can, inOrganization, rerender, session } from '../session.js';
 import { button, checkboxes, form, h, type Screen, section, table, when } from '../ui.js';
 
@@ -57,7 +57,7 @@ export const apiKeys: Screen = async (root) => {
         [{ name: 'name', label: 'Name' }],
         async (values) => {
           const created = await must(
-            api.POST('/api/api-keys', { body: { name: values.name, scopes: values.all('scopes') } }),
+            api.POST('/api/api-keys', { body: { name: values.name, scopes: values.all('scopes') as Permission[] } }),
           );
           revealed = created.key;
           await rerender();

@@ -2,7 +2,7 @@
 // set of permission strings. The Owner role holds every permission there is,
 // so its list is the catalog the checkboxes offer.
 import type { components } from 'gatehouse/client';
-import { api, must } from '../clients.js';
+import { api, must, type Permission } from '../clients.js';
 import { can, inOrganization, rerender } from '../session.js';
 import { button, checkboxes, form, h, type Screen, section, table } from '../ui.js';
 
@@ -45,7 +45,11 @@ export const roles: Screen = async (root) => {
           async (values) => {
             const role = await must(
               api.POST('/api/roles', {
-                body: { name: values.name, description: values.description, permissions: values.all('permissions') },
+                body: {
+                  name: values.name,
+                  description: values.description,
+                  permissions: values.all('permissions') as Permission[],
+                },
               }),
             );
             created = `Created role ${role.name} (${role.slug}) with ${role.permissions.join(', ') || 'no permissions'}`;
@@ -99,7 +103,11 @@ function editForm(role: Role, catalog: string[]): HTMLElement {
         await must(
           api.PATCH('/api/roles/{id}', {
             params: { path: { id: role.id } },
-            body: { name: values.name, description: values.description, permissions: values.all('permissions') },
+            body: {
+              name: values.name,
+              description: values.description,
+              permissions: values.all('permissions') as Permission[],
+            },
           }),
         );
         editing = null;
