@@ -8,6 +8,7 @@
  * bad configuration, an embedded database in use by a running server) or failed.
  */
 import { sql, type Transaction } from 'kysely';
+import { canonicalEmail } from '../auth/email-address.js';
 import { ConfigError, parseConfig } from '../config.js';
 import { recordAudit } from '../db/audit.js';
 import type { Database } from '../db/client.js';
@@ -46,12 +47,12 @@ function parseArgs(argv: readonly string[]): { email: string; role: PlatformRole
   if (!isPlatformRole(role))
     throw new UserRoleError(`Unknown role "${role}": must be one of ${PLATFORM_ROLES.join(', ')}`);
   if (!email.includes('@')) throw new UserRoleError(`"${email}" is not an email address. ${USAGE}`);
-  return { email: email.trim().toLowerCase(), role };
+  return { email: canonicalEmail(email), role };
 }
 
 /** Sets the platform role of the user with this (case-insensitive) email, audited, as the schema owner. */
 async function changeUserRole(database: Database, email: string, role: PlatformRole): Promise<RoleChange> {
-  const wanted = email.trim().toLowerCase();
+  const wanted = canonicalEmail(email);
   return database.withOwner((owner) =>
     owner.transaction().execute(async (trx) => {
       const matches = await trx

@@ -12,7 +12,8 @@ import type { LibraryInput } from './input.js';
  * matched), the validated query and body as the service understood them, and
  * no cookie cache unless asked, so the library reads the session, its user
  * and its active organization from the database, exactly as the service's
- * resolver did (a replayed cookie cache cannot make it act elsewhere).
+ * resolver did (a replayed cookie cache cannot make it act elsewhere), and
+ * the client address the service resolved.
  */
 export async function forwardedRequest(
   c: Context<AppEnv>,
@@ -26,6 +27,13 @@ export async function forwardedRequest(
   if (route.query || route.organization === 'query') url.search = new URLSearchParams(input.query).toString();
   const headers = new Headers(raw.headers);
   headers.delete('content-length');
+  // The library reads the client's address from X-Forwarded-For's first entry
+  // (sessions' ip_address, security notices): hand it the one address the
+  // service resolved behind TRUSTED_PROXY_HOPS, never what the client wrote.
+  const clientIp = c.get('clientIp');
+  // ('unknown' when the entry could not tell: then the library sees none.)
+  if (clientIp && /^[\da-f.:]+$/i.test(clientIp)) headers.set('x-forwarded-for', clientIp);
+  else headers.delete('x-forwarded-for');
   if (!keepCookieCache) {
     const cookie = withoutCookieCache(headers.get('cookie'), config);
     if (cookie === null) headers.delete('cookie');

@@ -1,5 +1,6 @@
 import { z } from '@hono/zod-openapi';
 import type { Kysely } from 'kysely';
+import { canonicalEmail } from '../auth/email-address.js';
 import type { DB } from '../db/database.js';
 import {
   exportAccount,
@@ -213,7 +214,7 @@ export function userRoutes({ db, clock, graceDays }: { db: Kysely<DB>; clock: Cl
           details: [{ path: 'deletedAt', message: 'schedule deletion first' }],
         });
       }
-      if (confirmEmail.trim().toLowerCase() !== session.user.email.toLowerCase()) {
+      if (canonicalEmail(confirmEmail) !== canonicalEmail(session.user.email)) {
         throw new ApiError('VALIDATION_ERROR', 'Request validation failed', {
           details: [{ path: 'confirmEmail', message: 'does not match the account email' }],
         });

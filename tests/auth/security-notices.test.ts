@@ -122,6 +122,21 @@ describe('security notices', () => {
       expectNotice(user, 'Your password was changed', /The password of your account was changed/);
     });
 
+    it('names the address the service resolved (TRUSTED_PROXY_HOPS), not an entry the client wrote', async () => {
+      const user = await signedInUser(t);
+      await expectStatus(
+        await call(t, '/api/auth/change-password', {
+          body: { currentPassword: PASSWORD, newPassword: `${PASSWORD}!` },
+          jar: user.jar,
+          ip: `198.51.100.66, ${IP}`,
+          headers: { 'user-agent': UA },
+        }),
+        200,
+      );
+      expectNotice(user, 'Your password was changed', /The password of your account was changed/);
+      expect(notices(user, 'Your password was changed')[0]!.text).not.toContain('198.51.100.66');
+    });
+
     it('reset (from the client that sent the new password)', async () => {
       const user = await signedInUser(t);
       await call(t, '/api/auth/request-password-reset', { body: { email: user.email, redirectTo: '/reset' } });

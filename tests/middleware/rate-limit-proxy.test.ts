@@ -10,7 +10,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { clientIpFromForwardedFor } from '../../src/client-address.js';
 import { nodeClientIp } from '../../src/node-listener.js';
 import { createTestApp, type TestApp } from '../support/app.js';
+import { CookieJar, call, expectStatus, PASSWORD } from '../support/http.js';
 import { nextIp } from '../support/rate-limit.js';
+import { signedUpUser } from '../support/users.js';
 
 const LIMIT = 3;
 const TTL = 86_400;
@@ -150,5 +152,31 @@ describe('the Node entry (nodeClientIp over a real socket)', () => {
     } finally {
       await node.close();
     }
+  });
+});
+
+describe('the auth library records the address the service resolved', () => {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await createTestApp({ env: { TRUSTED_PROXY_HOPS: '1' } });
+  });
+  afterAll(() => t?.close());
+
+  it("a session's address is the entry behind the trusted hop, never the left-most one the client wrote", async () => {
+    const user = await signedUpUser(t);
+    const jar = new CookieJar();
+    await expectStatus(
+      await call(t, '/api/auth/sign-in/email', {
+        body: { email: user.email, password: PASSWORD },
+        jar,
+        ip: '198.51.100.66, 203.0.113.9',
+      }),
+      200,
+    );
+    const sessions = await expectStatus<{ ipAddress: string | null; current: boolean }[]>(
+      await call(t, '/api/auth/list-sessions', { jar, ip: '203.0.113.9' }),
+      200,
+    );
+    expect(sessions.find((session) => session.current)?.ipAddress).toBe('203.0.113.9');
   });
 });
