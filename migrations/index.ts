@@ -8,7 +8,7 @@ import * as tenantRoles from './0006_tenant_roles.js';
 import * as multiFactor from './0007_multi_factor.js';
 import * as webhooks from './0008_webhooks.js';
 import * as stepUp from './0009_step_up.js';
-import * as webhookFairness from './0011_webhook_fairness.js';
+import * as webhookFairness from './0010_webhook_fairness.js';
 
 /**
  * Every migration, in order. Listed statically (not read from the file system)
@@ -25,5 +25,5 @@ export const migrations: Record<string, Migration> = {
   '0007_multi_factor': multiFactor,
   '0008_webhooks': webhooks,
   '0009_step_up': stepUp,
-  '0011_webhook_fairness': webhookFairness,
+  '0010_webhook_fairness': webhookFairness,
 };

@@ -273,7 +273,7 @@ const CLAIM_LOCK = sql`pg_advisory_xact_lock(hashtextextended('gatehouse.webhook
  *   the second delivery of one that has some.
  *
  * It walks the organizations that have pending deliveries (a skip scan of
- * migration 0011's index) and reads a few index entries of each: one
+ * migration 0010's index) and reads a few index entries of each: one
  * organization's backlog does not slow it. Claims are serialised by an
  * advisory lock so the counts are exact; FOR UPDATE SKIP LOCKED and the
  * lease re-checked on the locked row keep two claims from ever taking the

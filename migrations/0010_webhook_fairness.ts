@@ -1,5 +1,5 @@
 /**
- * 0011: indexes for the webhook deliverer's fair claim (docs/webhooks.md
+ * 0010: indexes for the webhook deliverer's fair claim (docs/webhooks.md
  * "Fairness").
  *
  * FROZEN: never edit after it has run anywhere. Imports only from 'kysely'.
