@@ -57,10 +57,22 @@ export function startTraffic(
         return answer;
       }
       case 4: {
-        const answer = await service.request('/api/api-keys', {
-          body: { name: `fault key ${counter}`, scopes: ['roles:read'] },
-          jar: tenant.jar,
-        });
+        const create = () =>
+          service.request('/api/api-keys', {
+            body: { name: `fault key ${counter}`, scopes: ['roles:read'] },
+            jar: tenant.jar,
+          });
+        let answer = await create();
+        // A sensitive action: the tenant's password sign-in counts for STEP_UP_MAX_AGE (600 s), less than a
+        // long fault run (docs/security.md "Sensitive actions and step-up"); it proves the password again.
+        if (answer.status === 403 && answer.body?.code === 'STEP_UP_REQUIRED') {
+          const stepUp = await service.request('/api/session/step-up', {
+            body: { password: PASSWORD },
+            jar: tenant.jar,
+          });
+          if (stepUp.status !== 200) return stepUp;
+          answer = await create();
+        }
         if (answer.status === 201) {
           traffic.createdKeys.push({ tenant: tenant.organizationId, id: answer.body.id });
           keysOf.set(tenant.organizationId, [...(keysOf.get(tenant.organizationId) ?? []), answer.body.id]);
