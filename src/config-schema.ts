@@ -80,6 +80,11 @@ export const ConfigSchema = z.object({
    * refuses that in production at a public URL.
    */
   TRUSTED_PROXY_HOPS: int(1, 0, 32),
+  /** An IPv6 client is keyed by this prefix of its address (one client holds at least a /64). */
+  RATE_LIMIT_IPV6_PREFIX: int(64, 1, 128),
+  /** Mails of one kind one address may receive per hour, and of all kinds per day. */
+  MAIL_BUDGET_PER_HOUR: int(5, 1, 10_000),
+  MAIL_BUDGET_PER_DAY: int(20, 1, 100_000),
   /** Spec §8 rule 6: the tier of API-key requests (with API_KEY_AUTH=enabled), per key. */
   RATE_LIMIT_API_TTL: int(60),
   RATE_LIMIT_API_LIMIT: int(100),
@@ -182,8 +187,16 @@ export interface Config {
     api: { ttl: number; limit: number };
     /** The client is the entry this many from the right of X-Forwarded-For; 0 = the socket address. */
     trustedProxyHops: number;
+    /** IPv6 clients are keyed by this many leading bits (IPv4-mapped ones by the IPv4 address). */
+    ipv6Prefix: number;
   };
-  email: { apiKey: string | null; apiUrl: string | null; from: string };
+  email: {
+    apiKey: string | null;
+    apiUrl: string | null;
+    from: string;
+    /** Mails one recipient may receive: per kind per hour, and of all kinds per day. */
+    budget: { perHour: number; perDay: number };
+  };
   cronSecret: string | null;
   docsEnabled: boolean;
   accountDeletionGraceDays: number;

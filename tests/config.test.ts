@@ -344,6 +344,23 @@ describe('parseConfig', () => {
       expect(parseConfig(PRODUCTION).config.webhooks.allowedPorts).toEqual([443]);
     });
 
+    it('RATE_LIMIT_IPV6_PREFIX (64) and the mail budgets (5 of a kind an hour, 20 a day)', () => {
+      const defaults = parseConfig({ NODE_ENV: 'development' }).config;
+      expect(defaults.rateLimit.ipv6Prefix).toBe(64);
+      expect(defaults.email.budget).toEqual({ perHour: 5, perDay: 20 });
+      const set = parseConfig({
+        NODE_ENV: 'development',
+        RATE_LIMIT_IPV6_PREFIX: '48',
+        MAIL_BUDGET_PER_HOUR: '2',
+        MAIL_BUDGET_PER_DAY: '9',
+      }).config;
+      expect(set.rateLimit.ipv6Prefix).toBe(48);
+      expect(set.email.budget).toEqual({ perHour: 2, perDay: 9 });
+      expect(refusal({ NODE_ENV: 'development', RATE_LIMIT_IPV6_PREFIX: '129' }).problems).toEqual([
+        expect.stringContaining('RATE_LIMIT_IPV6_PREFIX'),
+      ]);
+    });
+
     it('WEBHOOK_MAX_ENDPOINTS, WEBHOOK_ALLOWED_PORTS (the list replaces the default) and STEP_UP_MAX_AGE', () => {
       const { config } = parseConfig({
         NODE_ENV: 'development',
