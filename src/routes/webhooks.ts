@@ -25,15 +25,27 @@ const Events = uniqueArray(EventName, { min: 1, max: WEBHOOK_EVENTS.length, what
   .refine((events) => !events.includes('*') || events.length === 1, {
     message: '"*" subscribes to every event and stands alone',
   })
-  .describe('Event names of the catalog, or ["*"] for every event (new ones included)');
+  .describe('Event names of the catalog, or ["*"] for every event (new ones included)')
+  // The refinement above, as the document states it: "*" alone, or catalog names.
+  .openapi({
+    anyOf: [
+      { type: 'array', items: { type: 'string', const: '*' }, minItems: 1, maxItems: 1 },
+      { type: 'array', items: { type: 'string', enum: [...WEBHOOK_EVENTS] } },
+    ],
+  });
 
-const Url = z.string().min(1).max(2048).describe('https:// (http:// too outside production); no private addresses');
+const Url = z
+  .string()
+  .min(1)
+  .max(2048)
+  .describe('https:// (http:// too outside production); no private addresses')
+  .openapi({ format: 'uri' });
 const Description = z.string().max(200);
 
 const WebhookSchema = z
   .object({
     id: z.uuid(),
-    url: z.string(),
+    url: z.string().openapi({ format: 'uri' }),
     events: z.array(z.string()),
     description: z.string().nullable(),
     enabled: z.boolean(),

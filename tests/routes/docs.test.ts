@@ -113,6 +113,18 @@ describe('OpenAPI document (DOCS_ENABLED=true)', () => {
     await database?.close();
   });
 
+  it('webhook URLs are URIs, and "*" stands alone in the events it documents', () => {
+    const schemas = doc.components.schemas;
+    for (const name of ['CreateWebhook', 'Webhook', 'CreatedWebhook'])
+      expect(schemas[name].properties.url.format, name).toBe('uri');
+    const events = schemas.CreateWebhook.properties.events;
+    expect(events.anyOf).toEqual([
+      { type: 'array', items: { type: 'string', const: '*' }, minItems: 1, maxItems: 1 },
+      { type: 'array', items: { type: 'string', enum: expect.arrayContaining(['api_key.created', 'member.added']) } },
+    ]);
+    expect(events.anyOf[1].items.enum).not.toContain('*');
+  });
+
   it('validates against the OpenAPI 3.1 schema', async () => {
     expect(doc.openapi).toBe('3.1.0');
     const validator = new Validator();
