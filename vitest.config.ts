@@ -82,6 +82,11 @@ export default defineConfig({
             // Multi-factor on a server: sessions.mfa, session_state's new columns, the replay guard's UPDATE.
             'tests/auth/second-factor*.test.ts',
             'tests/auth/passkeys.test.ts',
+            // Step-up and credential changes on a server: sessions.step_up_at, the rows a change deletes.
+            'tests/auth/step-up.test.ts',
+            'tests/auth/credential-changes.test.ts',
+            // A proof of an address strips what an unverified account had, under row-level security.
+            'tests/auth/oauth-*.test.ts',
             'tests/routes/organization-security.test.ts',
             // Webhooks on a server: the outbox statement, SKIP LOCKED leases, row-level security of both tables.
             'tests/webhooks/**/*.test.ts',
