@@ -3,6 +3,7 @@ import { createApiKeyResolver } from './auth/api-key-auth.js';
 import { createAuth } from './auth/auth.js';
 import { createCookieCacheVerifier } from './auth/cookie-cache.js';
 import { createMailer, type Mailer } from './auth/email.js';
+import { budgetedMailer } from './auth/mail-budget.js';
 import { registerOrganizationHandlers } from './auth/organizations.js';
 import { type NoticeOrigin, notifySecurityEvent, type SecurityEvent } from './auth/security-notices.js';
 import { createSessionResolver, type SessionStateRow } from './auth/session.js';
@@ -71,7 +72,11 @@ export function createApp(deps: AppDeps, options: CreateAppOptions = {}) {
   const { config, database, rateLimitStore, logger, clock = () => new Date() } = deps;
   const db = database.db;
   const events = options.events ?? createEvents();
-  const mailer = options.mailer ?? createMailer({ config, logger, events });
+  // docs/security.md "Mail budgets": every mail the service sends counts against its recipient's budgets.
+  const provider = options.mailer ?? createMailer({ config, logger, events });
+  const mailer = config.rateLimit.enabled
+    ? budgetedMailer(provider, { store: rateLimitStore, config, logger, background: options.background })
+    : provider;
   registerOrganizationHandlers({ events, db });
   const auth = createAuth({ config, db, mailer, logger, events, background: options.background, clock });
   const readCookieCache = createCookieCacheVerifier(config);

@@ -3,7 +3,7 @@ import { Redis } from '@upstash/redis';
 import type { Clock } from './clock.js';
 
 export interface RateLimitTier {
-  name: 'global' | 'auth' | 'account' | 'api' | 'invitations';
+  name: 'global' | 'auth' | 'account' | 'api' | 'invitations' | 'mail';
   limit: number;
   /** Window length in seconds. */
   window: number;

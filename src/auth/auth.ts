@@ -146,8 +146,10 @@ export function createAuth({
       // unknown email sends nothing, so the mail for a known one must not hold
       // the answer either; and a sign-up for a taken email mails the owner, as
       // a new one mails its verification link, both before answering.
-      sendResetPassword: async ({ user, url }) => sendLater(emails.resetPassword(user.email, url)),
-      onExistingUserSignUp: ({ user }) => send(emails.existingAccount(user.email, config.auth.appUrl)),
+      sendResetPassword: async ({ user, url }) =>
+        sendLater({ ...emails.resetPassword(user.email, url), kind: 'password_reset' }),
+      onExistingUserSignUp: ({ user }) =>
+        send({ ...emails.existingAccount(user.email, config.auth.appUrl), kind: 'account_notice' }),
     },
     emailVerification: {
       sendOnSignUp: true,
@@ -157,7 +159,7 @@ export function createAuth({
       beforeEmailVerification: async (user) => {
         await proveEmail(user.id);
       },
-      sendVerificationEmail: ({ user, url }) => send(emails.verification(user.email, url)),
+      sendVerificationEmail: ({ user, url }) => send({ ...emails.verification(user.email, url), kind: 'verification' }),
     },
     socialProviders: {
       // Spec §5 Flows: each provider only when both its id and secret are set.
@@ -172,7 +174,7 @@ export function createAuth({
       magicLink({
         expiresIn: 5 * 60,
         storeToken: 'hashed',
-        sendMagicLink: ({ email, url }) => send(emails.magicLink(email, url)),
+        sendMagicLink: ({ email, url }) => send({ ...emails.magicLink(email, url), kind: 'magic_link' }),
       }),
       organization({
         schema: organizationPluginSchema,
@@ -187,7 +189,10 @@ export function createAuth({
           },
         },
         sendInvitationEmail: async ({ id, email, organization: org, inviter }) =>
-          send(emails.invitation(email, `${config.auth.appUrl}/accept-invitation/${id}`, org.name, inviter.user.name)),
+          send({
+            ...emails.invitation(email, `${config.auth.appUrl}/accept-invitation/${id}`, org.name, inviter.user.name),
+            kind: 'invitation',
+          }),
       }),
       ...secondFactorPlugins(config),
       account.plugin,

@@ -3,12 +3,28 @@ import type { Config } from '../config.js';
 import type { Events } from '../events.js';
 import type { Logger } from '../logger.js';
 
+/**
+ * What a mail is for: each kind has its own hourly budget per recipient
+ * (docs/security.md "Mail budgets", src/auth/mail-budget.ts); `other` is a
+ * mail that names none.
+ */
+export type MailKind =
+  | 'verification'
+  | 'password_reset'
+  | 'magic_link'
+  | 'account_notice'
+  | 'invitation'
+  | 'security_notice'
+  | 'other';
+
 /** Spec §5 "Email sending": the sender takes to, subject, html and optional text. */
 export interface EmailMessage {
   to: string;
   subject: string;
   html: string;
   text?: string;
+  /** Never sent: it picks the budget the mail counts against. */
+  kind?: MailKind;
 }
 
 export interface Mailer {

@@ -128,6 +128,7 @@ export function securityNoticeMail({ to, event, origin, appUrl }: SecurityNotice
   const signIn = `Sign in at ${appUrl}`;
   return {
     to,
+    kind: 'security_notice',
     subject,
     text: [what, facts.map(([name, value]) => `${name}: ${value}`).join('\n'), advice, signIn].join('\n\n'),
     html: [
