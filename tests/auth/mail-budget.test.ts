@@ -270,6 +270,42 @@ describe('security notices are coalesced, never dropped', () => {
     expect(delivered.at(-1)!.subject).toBe('Notice 99');
   });
 
+  it('a send the provider refuses spends nothing; a store that does not answer lets the mail go, with an error log', async () => {
+    const delivered: EmailMessage[] = [];
+    let refuse = 3;
+    const store = createMemoryStore();
+    const tasks: Promise<unknown>[] = [];
+    const mailer = budgetedMailer(
+      {
+        send: async (message) => {
+          if (refuse-- > 0) throw new Error('provider down');
+          delivered.push(message);
+        },
+      },
+      { store, config, logger: createMemoryLogger(), background: (task) => void tasks.push(task) },
+    );
+    const to = uniqueEmail('refused');
+    const reset = { ...notice(to, 0), kind: 'password_reset' as const };
+    for (let n = 0; n < 3; n += 1) await expect(mailer.send(reset)).rejects.toThrow('provider down');
+    while (tasks.length) await tasks.shift();
+    for (let n = 0; n < PER_HOUR + 2; n += 1) await mailer.send(reset);
+    expect(delivered).toHaveLength(PER_HOUR);
+
+    const logger = createMemoryLogger();
+    const broken = budgetedMailer(
+      { send: async (message) => void delivered.push(message) },
+      {
+        store: { ...store, limit: () => Promise.reject(new Error('store down')) },
+        config,
+        logger,
+      },
+    );
+    await broken.send({ ...reset, subject: 'through' });
+    await broken.send({ ...notice(to, 1), subject: 'notice through' });
+    expect(delivered.slice(-2).map((mail) => mail.subject)).toEqual(['through', 'notice through']);
+    expect(logger.lines.filter((line) => line.event === 'mail.budget_unavailable')).toHaveLength(2);
+  });
+
   it('the key is a keyed hash of the mailbox: case and +tag do not buy a new budget', async () => {
     const key = await recipientKey(TEST_SECRET, 'Kate+news@Example.test');
     expect(key).toBe(await recipientKey(TEST_SECRET, 'kate@example.test'));
