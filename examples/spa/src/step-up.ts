@@ -31,14 +31,20 @@ export function confirmIdentity(name: string, retry: () => Promise<void>): void 
     h('button', { type: 'submit' }, 'Confirm'),
     h('button', { type: 'button', id: 'step-up-cancel', onclick: () => cancel(name) }, 'Cancel'),
   );
+  const submit = prompt.querySelector<HTMLButtonElement>('button[type=submit]')!;
   prompt.addEventListener('submit', (event) => {
     event.preventDefault();
+    // One confirmation at a time: a double click must not run the action twice.
+    if (submit.disabled) return;
+    submit.disabled = true;
     const data = new FormData(prompt);
     const value = (key: string) => String(data.get(key) ?? '').trim() || undefined;
     void confirm(
       { password: String(data.get('password') ?? ''), code: value('code'), backupCode: value('backupCode') },
       retry,
-    );
+    ).finally(() => {
+      submit.disabled = false;
+    });
   });
   const root = $('step-up');
   root.replaceChildren(
