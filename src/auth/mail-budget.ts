@@ -51,20 +51,24 @@ export interface MailBudgetOptions {
  * sub-addressing: `kate+1@…` and `kate+2@…` reach one mailbox, so they share
  * one budget).
  */
-export async function recipientKey(secret: string, address: string): Promise<string> {
+export async function recipientKey(secret: string | CryptoKey, address: string): Promise<string> {
   const lower = address.trim().toLowerCase();
   const at = lower.lastIndexOf('@');
   const local = at > 0 ? lower.slice(0, at) : lower;
   const plus = local.indexOf('+');
   const mailbox = plus > 0 ? `${local.slice(0, plus)}${lower.slice(at)}` : lower;
   const encoder = new TextEncoder();
-  const key = await crypto.subtle.importKey('raw', encoder.encode(secret), { name: 'HMAC', hash: 'SHA-256' }, false, [
-    'sign',
-  ]);
+  const key = typeof secret === 'string' ? await hmacKey(secret) : secret;
   const mac = new Uint8Array(
     await crypto.subtle.sign('HMAC', key, encoder.encode(`gatehouse mail budget\0${mailbox}`)),
   );
   return Array.from(mac.subarray(0, 16), (byte) => byte.toString(16).padStart(2, '0')).join('');
+}
+
+function hmacKey(secret: string): Promise<CryptoKey> {
+  return crypto.subtle.importKey('raw', new TextEncoder().encode(secret), { name: 'HMAC', hash: 'SHA-256' }, false, [
+    'sign',
+  ]);
 }
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
@@ -79,7 +83,11 @@ export function budgetedMailer(mailer: Mailer, options: MailBudgetOptions): Mail
   // One warning per address, kind and window: the first refusal of a window claims it.
   const warnHourTier: RateLimitTier = { name: 'mail', limit: 1, window: HOUR };
   const warnDayTier: RateLimitTier = { name: 'mail', limit: 1, window: DAY };
-  const keyOf = (address: string) => recipientKey(config.auth.secret, address);
+  let key: Promise<CryptoKey> | undefined;
+  const keyOf = async (address: string) => {
+    key ??= hmacKey(config.auth.secret);
+    return recipientKey(await key, address);
+  };
 
   /**
    * A moving average of how long the provider takes to accept a mail, in
@@ -146,17 +154,19 @@ export function budgetedMailer(mailer: Mailer, options: MailBudgetOptions): Mail
   };
 
   const sendNotice = async (message: EmailMessage) => {
-    let recipient: string | null = null;
+    const recipient = await keyOf(message.to);
+    let within: boolean;
     try {
-      recipient = await keyOf(message.to);
-      const decision = await store.limit(hourTier, `hour:security_notice:${recipient}`);
-      if (decision.success) return await timedSend(message);
+      within = (await store.limit(hourTier, `hour:security_notice:${recipient}`)).success;
     } catch (error) {
-      if (recipient === null) throw error;
       // The store does not answer: the notice goes out (it is never dropped).
-      logger.error('mail.budget_unavailable', { error: String((error as Error)?.message ?? error) });
-      return await timedSend(message);
+      logger.error('mail.budget_unavailable', {
+        kind: 'security_notice',
+        error: String((error as Error)?.message ?? error),
+      });
+      within = true;
     }
+    if (within) return timedSend(message);
     warnOnce(recipient, 'security_notice', 'hour');
     coalesce(recipient, message);
   };

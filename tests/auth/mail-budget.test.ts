@@ -304,6 +304,20 @@ describe('security notices are coalesced, never dropped', () => {
     await broken.send({ ...notice(to, 1), subject: 'notice through' });
     expect(delivered.slice(-2).map((mail) => mail.subject)).toEqual(['through', 'notice through']);
     expect(logger.lines.filter((line) => line.event === 'mail.budget_unavailable')).toHaveLength(2);
+
+    // A notice the provider refuses is tried once, not again as if the store had failed.
+    let attempts = 0;
+    const failing = budgetedMailer(
+      {
+        send: async () => {
+          attempts += 1;
+          throw new Error('provider down');
+        },
+      },
+      { store: createMemoryStore(), config, logger: createMemoryLogger() },
+    );
+    await expect(failing.send(notice(to, 2))).rejects.toThrow('provider down');
+    expect(attempts).toBe(1);
   });
 
   it('the key is a keyed hash of the mailbox: case and +tag do not buy a new budget', async () => {
