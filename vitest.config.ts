@@ -87,6 +87,8 @@ export default defineConfig({
             'tests/auth/credential-changes.test.ts',
             // A proof of an address strips what an unverified account had, under row-level security.
             'tests/auth/oauth-*.test.ts',
+            // Mail budgets in the shared store (Redis through the Upstash protocol).
+            'tests/auth/mail-budget.test.ts',
             'tests/routes/organization-security.test.ts',
             // Webhooks on a server: the outbox statement, SKIP LOCKED leases, row-level security of both tables.
             'tests/webhooks/**/*.test.ts',

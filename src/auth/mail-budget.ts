@@ -2,6 +2,7 @@ import type { Config } from '../config.js';
 import type { Logger } from '../logger.js';
 import type { RateLimitStore, RateLimitTier } from '../rate-limit-store.js';
 import type { EmailMessage, Mailer, MailKind } from './email.js';
+import { canonicalEmail } from './email-address.js';
 import { escapeHtml } from './email-templates.js';
 
 /**
@@ -47,16 +48,14 @@ export interface MailBudgetOptions {
 
 /**
  * The recipient as the budget knows it, never in clear: a keyed hash (HMAC
- * under AUTH_SECRET) of the address lower-cased, its `+tag` dropped (RFC 5233
- * sub-addressing: `kate+1@…` and `kate+2@…` reach one mailbox, so they share
- * one budget).
+ * under AUTH_SECRET) of the address in its canonical form (the one the
+ * service compares addresses in). Sub-addresses (`kate+1@…`) are budgets of
+ * their own: many providers deliver them to one mailbox, but whether they do
+ * is the provider's rule, and folding them would make every `+tag` address
+ * of a domain share one budget.
  */
 export async function recipientKey(secret: string | CryptoKey, address: string): Promise<string> {
-  const lower = address.trim().toLowerCase();
-  const at = lower.lastIndexOf('@');
-  const local = at > 0 ? lower.slice(0, at) : lower;
-  const plus = local.indexOf('+');
-  const mailbox = plus > 0 ? `${local.slice(0, plus)}${lower.slice(at)}` : lower;
+  const mailbox = canonicalEmail(address);
   const encoder = new TextEncoder();
   const key = typeof secret === 'string' ? await hmacKey(secret) : secret;
   const mac = new Uint8Array(

@@ -320,9 +320,10 @@ describe('security notices are coalesced, never dropped', () => {
     expect(attempts).toBe(1);
   });
 
-  it('the key is a keyed hash of the mailbox: case and +tag do not buy a new budget', async () => {
-    const key = await recipientKey(TEST_SECRET, 'Kate+news@Example.test');
+  it('the key is a keyed hash of the canonical address: ASCII case does not buy a new budget', async () => {
+    const key = await recipientKey(TEST_SECRET, ' Kate@Example.test');
     expect(key).toBe(await recipientKey(TEST_SECRET, 'kate@example.test'));
+    expect(await recipientKey(TEST_SECRET, 'kate+news@example.test')).not.toBe(key);
     expect(key).not.toBe(await recipientKey('another secret', 'kate@example.test'));
     expect(key).toMatch(/^[0-9a-f]{32}$/);
   });
