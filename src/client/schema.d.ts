@@ -35,6 +35,16 @@ export interface paths {
                         "application/json": components["schemas"]["Health"];
                     };
                 };
+                /** @description VALIDATION_ERROR: a body sent as JSON that is malformed, not UTF-8, nested deeper than 32 levels or holding a NUL character (checked on every request, even one to a route that takes no body) */
+                400: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
                 413: {
                     headers: {
@@ -118,6 +128,16 @@ export interface paths {
                     };
                     content: {
                         "application/json": components["schemas"]["Providers"];
+                    };
+                };
+                /** @description VALIDATION_ERROR: a body sent as JSON that is malformed, not UTF-8, nested deeper than 32 levels or holding a NUL character (checked on every request, even one to a route that takes no body) */
+                400: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
                     };
                 };
                 /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
@@ -205,6 +225,16 @@ export interface paths {
                         "application/json": components["schemas"]["EnrichedSession"];
                     };
                 };
+                /** @description VALIDATION_ERROR: a body sent as JSON that is malformed, not UTF-8, nested deeper than 32 levels or holding a NUL character (checked on every request, even one to a route that takes no body) */
+                400: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
                 413: {
                     headers: {
@@ -263,6 +293,148 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/session/step-up": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Prove every factor of your account again, for sensitive actions
+         * @description The password (an account without one signs in again instead) and, when two-factor is on, a TOTP code or one backup code (spent). Any missing or wrong factor answers 401 INVALID_CREDENTIALS. In the auth rate-limit tier; a refused attempt also counts against the account, as a wrong sign-in password does.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["StepUp"];
+                };
+            };
+            responses: {
+                /** @description This session is fresh until stepUpUntil */
+                200: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["StepUpResult"];
+                    };
+                };
+                /** @description VALIDATION_ERROR: a body sent as JSON that is malformed, not UTF-8, nested deeper than 32 levels or holding a NUL character; wrong types, unknown fields, a path id that is not a UUID v4, a bad query parameter (`details` name them) */
+                400: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description UNAUTHORIZED: no valid session; INVALID_CREDENTIALS: a factor missing or wrong */
+                401: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description FORBIDDEN (a cookie-bearing state change from an origin other than the app's) (and NOT_OWNER where the route says so) */
+                403: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE, TARGET_NOT_ADMIN or QUOTA_EXCEEDED where the route can cause them */
+                409: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                413: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description UNSUPPORTED_MEDIA_TYPE: body is not JSON */
+                415: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description RATE_LIMITED */
+                429: {
+                    headers: {
+                        /** @description Requests allowed in the window */
+                        "X-RateLimit-Limit"?: string;
+                        /** @description Requests left in the window (0) */
+                        "X-RateLimit-Remaining"?: string;
+                        /** @description Unix seconds when the window or block ends */
+                        "X-RateLimit-Reset"?: string;
+                        /** @description Seconds to wait */
+                        "Retry-After"?: string;
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                500: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                503: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/admin/users": {
         parameters: {
             query?: never;
@@ -296,7 +468,7 @@ export interface paths {
                         };
                     };
                 };
-                /** @description VALIDATION_ERROR: malformed JSON, wrong types, unknown fields, bad ids or query */
+                /** @description VALIDATION_ERROR: a body sent as JSON that is malformed, not UTF-8, nested deeper than 32 levels or holding a NUL character; wrong types, unknown fields, a path id that is not a UUID v4, a bad query parameter (`details` name them) */
                 400: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -316,7 +488,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description FORBIDDEN, NO_ACTIVE_ORGANIZATION, INSUFFICIENT_PERMISSIONS, ACCOUNT_SCHEDULED_FOR_DELETION (and NOT_OWNER where stated) */
+                /** @description FORBIDDEN (the platform role does not match), ACCOUNT_SCHEDULED_FOR_DELETION (and NOT_OWNER where the route says so) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -428,7 +600,7 @@ export interface paths {
                         };
                     };
                 };
-                /** @description VALIDATION_ERROR: malformed JSON, wrong types, unknown fields, bad ids or query */
+                /** @description VALIDATION_ERROR: a body sent as JSON that is malformed, not UTF-8, nested deeper than 32 levels or holding a NUL character; wrong types, unknown fields, a path id that is not a UUID v4, a bad query parameter (`details` name them) */
                 400: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -448,7 +620,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description FORBIDDEN, NO_ACTIVE_ORGANIZATION, INSUFFICIENT_PERMISSIONS, ACCOUNT_SCHEDULED_FOR_DELETION (and NOT_OWNER where stated) */
+                /** @description FORBIDDEN (the platform role does not match; a cookie-bearing state change from an origin other than the app's), ACCOUNT_SCHEDULED_FOR_DELETION, STEP_UP_REQUIRED (a sensitive action: the session has not proved every factor of its account within STEP_UP_MAX_AGE; message `Recent authentication required`; `POST /api/session/step-up` renews it) (and NOT_OWNER where the route says so) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -468,7 +640,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE or TARGET_NOT_ADMIN where the route can cause them */
+                /** @description SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE, TARGET_NOT_ADMIN or QUOTA_EXCEEDED where the route can cause them */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -567,6 +739,16 @@ export interface paths {
                         "application/json": components["schemas"]["Member"][];
                     };
                 };
+                /** @description VALIDATION_ERROR: a body sent as JSON that is malformed, not UTF-8, nested deeper than 32 levels or holding a NUL character (checked on every request, even one to a route that takes no body) */
+                400: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description UNAUTHORIZED: no valid session */
                 401: {
                     headers: {
@@ -577,7 +759,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description FORBIDDEN, NO_ACTIVE_ORGANIZATION, INSUFFICIENT_PERMISSIONS, ACCOUNT_SCHEDULED_FOR_DELETION (and NOT_OWNER where stated) */
+                /** @description ACCOUNT_SCHEDULED_FOR_DELETION, NO_ACTIVE_ORGANIZATION, MFA_REQUIRED (the organization requires multi-factor sessions; message `Multi-factor authentication required`), INSUFFICIENT_PERMISSIONS (and NOT_OWNER where the route says so) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -684,7 +866,7 @@ export interface paths {
                         "application/json": components["schemas"]["MemberRoleChangeResult"];
                     };
                 };
-                /** @description VALIDATION_ERROR: malformed JSON, wrong types, unknown fields, bad ids or query */
+                /** @description VALIDATION_ERROR: a body sent as JSON that is malformed, not UTF-8, nested deeper than 32 levels or holding a NUL character; wrong types, unknown fields, a path id that is not a UUID v4, a bad query parameter (`details` name them) */
                 400: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -704,7 +886,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description FORBIDDEN, NO_ACTIVE_ORGANIZATION, INSUFFICIENT_PERMISSIONS, ACCOUNT_SCHEDULED_FOR_DELETION (and NOT_OWNER where stated) */
+                /** @description FORBIDDEN (a cookie-bearing state change from an origin other than the app's), ACCOUNT_SCHEDULED_FOR_DELETION, NO_ACTIVE_ORGANIZATION, MFA_REQUIRED (the organization requires multi-factor sessions; message `Multi-factor authentication required`), INSUFFICIENT_PERMISSIONS (and NOT_OWNER where the route says so) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -724,7 +906,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE or TARGET_NOT_ADMIN where the route can cause them */
+                /** @description SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE, TARGET_NOT_ADMIN or QUOTA_EXCEEDED where the route can cause them */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -842,7 +1024,7 @@ export interface paths {
                         "application/json": components["schemas"]["MemberRoleChangeResult"];
                     };
                 };
-                /** @description VALIDATION_ERROR: malformed JSON, wrong types, unknown fields, bad ids or query */
+                /** @description VALIDATION_ERROR: a body sent as JSON that is malformed, not UTF-8, nested deeper than 32 levels or holding a NUL character; wrong types, unknown fields, a path id that is not a UUID v4, a bad query parameter (`details` name them) */
                 400: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -862,7 +1044,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description FORBIDDEN, NO_ACTIVE_ORGANIZATION, INSUFFICIENT_PERMISSIONS, ACCOUNT_SCHEDULED_FOR_DELETION (and NOT_OWNER where stated) */
+                /** @description FORBIDDEN (a cookie-bearing state change from an origin other than the app's), ACCOUNT_SCHEDULED_FOR_DELETION, NO_ACTIVE_ORGANIZATION, MFA_REQUIRED (the organization requires multi-factor sessions; message `Multi-factor authentication required`), INSUFFICIENT_PERMISSIONS (and NOT_OWNER where the route says so) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -882,7 +1064,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE or TARGET_NOT_ADMIN where the route can cause them */
+                /** @description SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE, TARGET_NOT_ADMIN or QUOTA_EXCEEDED where the route can cause them */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -994,7 +1176,7 @@ export interface paths {
                         };
                     };
                 };
-                /** @description VALIDATION_ERROR: malformed JSON, wrong types, unknown fields, bad ids or query */
+                /** @description VALIDATION_ERROR: a body sent as JSON that is malformed, not UTF-8, nested deeper than 32 levels or holding a NUL character; wrong types, unknown fields, a path id that is not a UUID v4, a bad query parameter (`details` name them) */
                 400: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -1014,7 +1196,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description FORBIDDEN, NO_ACTIVE_ORGANIZATION, INSUFFICIENT_PERMISSIONS, ACCOUNT_SCHEDULED_FOR_DELETION (and NOT_OWNER where stated) */
+                /** @description FORBIDDEN (an API key; a cookie-bearing state change from an origin other than the app's), ACCOUNT_SCHEDULED_FOR_DELETION, NO_ACTIVE_ORGANIZATION, MFA_REQUIRED (the organization requires multi-factor sessions; message `Multi-factor authentication required`), INSUFFICIENT_PERMISSIONS, STEP_UP_REQUIRED (a sensitive action: the session has not proved every factor of its account within STEP_UP_MAX_AGE; message `Recent authentication required`; `POST /api/session/step-up` renews it) (and NOT_OWNER where the route says so) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -1024,7 +1206,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE or TARGET_NOT_ADMIN where the route can cause them */
+                /** @description SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE, TARGET_NOT_ADMIN or QUOTA_EXCEEDED where the route can cause them */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -1127,6 +1309,16 @@ export interface paths {
                         "application/json": components["schemas"]["Role"][];
                     };
                 };
+                /** @description VALIDATION_ERROR: a body sent as JSON that is malformed, not UTF-8, nested deeper than 32 levels or holding a NUL character (checked on every request, even one to a route that takes no body) */
+                400: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description UNAUTHORIZED: no valid session */
                 401: {
                     headers: {
@@ -1137,7 +1329,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description FORBIDDEN, NO_ACTIVE_ORGANIZATION, INSUFFICIENT_PERMISSIONS, ACCOUNT_SCHEDULED_FOR_DELETION (and NOT_OWNER where stated) */
+                /** @description ACCOUNT_SCHEDULED_FOR_DELETION, NO_ACTIVE_ORGANIZATION, MFA_REQUIRED (the organization requires multi-factor sessions; message `Multi-factor authentication required`), INSUFFICIENT_PERMISSIONS (and NOT_OWNER where the route says so) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -1222,7 +1414,7 @@ export interface paths {
                         "application/json": components["schemas"]["Role"];
                     };
                 };
-                /** @description VALIDATION_ERROR: malformed JSON, wrong types, unknown fields, bad ids or query */
+                /** @description VALIDATION_ERROR: a body sent as JSON that is malformed, not UTF-8, nested deeper than 32 levels or holding a NUL character; wrong types, unknown fields, a path id that is not a UUID v4, a bad query parameter (`details` name them) */
                 400: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -1242,7 +1434,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description FORBIDDEN, NO_ACTIVE_ORGANIZATION, INSUFFICIENT_PERMISSIONS, ACCOUNT_SCHEDULED_FOR_DELETION (and NOT_OWNER where stated) */
+                /** @description FORBIDDEN (a cookie-bearing state change from an origin other than the app's), ACCOUNT_SCHEDULED_FOR_DELETION, NO_ACTIVE_ORGANIZATION, MFA_REQUIRED (the organization requires multi-factor sessions; message `Multi-factor authentication required`), INSUFFICIENT_PERMISSIONS (and NOT_OWNER where the route says so) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -1252,7 +1444,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE or TARGET_NOT_ADMIN where the route can cause them */
+                /** @description SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE, TARGET_NOT_ADMIN or QUOTA_EXCEEDED where the route can cause them */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -1366,7 +1558,7 @@ export interface paths {
                         };
                     };
                 };
-                /** @description VALIDATION_ERROR: malformed JSON, wrong types, unknown fields, bad ids or query */
+                /** @description VALIDATION_ERROR: a body sent as JSON that is malformed, not UTF-8, nested deeper than 32 levels or holding a NUL character; wrong types, unknown fields, a path id that is not a UUID v4, a bad query parameter (`details` name them) */
                 400: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -1386,7 +1578,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description FORBIDDEN, NO_ACTIVE_ORGANIZATION, INSUFFICIENT_PERMISSIONS, ACCOUNT_SCHEDULED_FOR_DELETION (and NOT_OWNER where stated) */
+                /** @description FORBIDDEN (a cookie-bearing state change from an origin other than the app's), ACCOUNT_SCHEDULED_FOR_DELETION, NO_ACTIVE_ORGANIZATION, MFA_REQUIRED (the organization requires multi-factor sessions; message `Multi-factor authentication required`), INSUFFICIENT_PERMISSIONS (and NOT_OWNER where the route says so) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -1406,7 +1598,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE or TARGET_NOT_ADMIN where the route can cause them */
+                /** @description SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE, TARGET_NOT_ADMIN or QUOTA_EXCEEDED where the route can cause them */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -1494,7 +1686,7 @@ export interface paths {
                         "application/json": components["schemas"]["Role"];
                     };
                 };
-                /** @description VALIDATION_ERROR: malformed JSON, wrong types, unknown fields, bad ids or query */
+                /** @description VALIDATION_ERROR: a body sent as JSON that is malformed, not UTF-8, nested deeper than 32 levels or holding a NUL character; wrong types, unknown fields, a path id that is not a UUID v4, a bad query parameter (`details` name them) */
                 400: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -1514,7 +1706,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description FORBIDDEN, NO_ACTIVE_ORGANIZATION, INSUFFICIENT_PERMISSIONS, ACCOUNT_SCHEDULED_FOR_DELETION (and NOT_OWNER where stated) */
+                /** @description FORBIDDEN (a cookie-bearing state change from an origin other than the app's), ACCOUNT_SCHEDULED_FOR_DELETION, NO_ACTIVE_ORGANIZATION, MFA_REQUIRED (the organization requires multi-factor sessions; message `Multi-factor authentication required`), INSUFFICIENT_PERMISSIONS (and NOT_OWNER where the route says so) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -1534,7 +1726,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE or TARGET_NOT_ADMIN where the route can cause them */
+                /** @description SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE, TARGET_NOT_ADMIN or QUOTA_EXCEEDED where the route can cause them */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -1633,6 +1825,16 @@ export interface paths {
                         "application/json": components["schemas"]["ApiKey"][];
                     };
                 };
+                /** @description VALIDATION_ERROR: a body sent as JSON that is malformed, not UTF-8, nested deeper than 32 levels or holding a NUL character (checked on every request, even one to a route that takes no body) */
+                400: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description UNAUTHORIZED: no valid session */
                 401: {
                     headers: {
@@ -1643,7 +1845,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description FORBIDDEN, NO_ACTIVE_ORGANIZATION, INSUFFICIENT_PERMISSIONS, ACCOUNT_SCHEDULED_FOR_DELETION (and NOT_OWNER where stated) */
+                /** @description ACCOUNT_SCHEDULED_FOR_DELETION, NO_ACTIVE_ORGANIZATION, MFA_REQUIRED (the organization requires multi-factor sessions; message `Multi-factor authentication required`), INSUFFICIENT_PERMISSIONS (and NOT_OWNER where the route says so) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -1728,7 +1930,7 @@ export interface paths {
                         "application/json": components["schemas"]["CreatedApiKey"];
                     };
                 };
-                /** @description VALIDATION_ERROR: malformed JSON, wrong types, unknown fields, bad ids or query */
+                /** @description VALIDATION_ERROR: a body sent as JSON that is malformed, not UTF-8, nested deeper than 32 levels or holding a NUL character; wrong types, unknown fields, a path id that is not a UUID v4, a bad query parameter (`details` name them) */
                 400: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -1748,7 +1950,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description FORBIDDEN, NO_ACTIVE_ORGANIZATION, INSUFFICIENT_PERMISSIONS, ACCOUNT_SCHEDULED_FOR_DELETION (and NOT_OWNER where stated) */
+                /** @description FORBIDDEN (an API key; a cookie-bearing state change from an origin other than the app's), ACCOUNT_SCHEDULED_FOR_DELETION, NO_ACTIVE_ORGANIZATION, MFA_REQUIRED (the organization requires multi-factor sessions; message `Multi-factor authentication required`), INSUFFICIENT_PERMISSIONS, STEP_UP_REQUIRED (a sensitive action: the session has not proved every factor of its account within STEP_UP_MAX_AGE; message `Recent authentication required`; `POST /api/session/step-up` renews it) (and NOT_OWNER where the route says so) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -1758,7 +1960,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE or TARGET_NOT_ADMIN where the route can cause them */
+                /** @description SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE, TARGET_NOT_ADMIN or QUOTA_EXCEEDED where the route can cause them */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -1873,7 +2075,7 @@ export interface paths {
                         };
                     };
                 };
-                /** @description VALIDATION_ERROR: malformed JSON, wrong types, unknown fields, bad ids or query */
+                /** @description VALIDATION_ERROR: a body sent as JSON that is malformed, not UTF-8, nested deeper than 32 levels or holding a NUL character; wrong types, unknown fields, a path id that is not a UUID v4, a bad query parameter (`details` name them) */
                 400: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -1893,7 +2095,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description FORBIDDEN, NO_ACTIVE_ORGANIZATION, INSUFFICIENT_PERMISSIONS, ACCOUNT_SCHEDULED_FOR_DELETION (and NOT_OWNER where stated) */
+                /** @description FORBIDDEN (a cookie-bearing state change from an origin other than the app's), ACCOUNT_SCHEDULED_FOR_DELETION, NO_ACTIVE_ORGANIZATION, MFA_REQUIRED (the organization requires multi-factor sessions; message `Multi-factor authentication required`), INSUFFICIENT_PERMISSIONS (and NOT_OWNER where the route says so) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -1913,7 +2115,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE or TARGET_NOT_ADMIN where the route can cause them */
+                /** @description SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE, TARGET_NOT_ADMIN or QUOTA_EXCEEDED where the route can cause them */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -2011,7 +2213,7 @@ export interface paths {
                         };
                     };
                 };
-                /** @description VALIDATION_ERROR: malformed JSON, wrong types, unknown fields, bad ids or query */
+                /** @description VALIDATION_ERROR: a body sent as JSON that is malformed, not UTF-8, nested deeper than 32 levels or holding a NUL character; wrong types, unknown fields, a path id that is not a UUID v4, a bad query parameter (`details` name them) */
                 400: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -2031,7 +2233,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description FORBIDDEN, NO_ACTIVE_ORGANIZATION, INSUFFICIENT_PERMISSIONS, ACCOUNT_SCHEDULED_FOR_DELETION (and NOT_OWNER where stated) */
+                /** @description ACCOUNT_SCHEDULED_FOR_DELETION, NO_ACTIVE_ORGANIZATION, MFA_REQUIRED (the organization requires multi-factor sessions; message `Multi-factor authentication required`), INSUFFICIENT_PERMISSIONS (and NOT_OWNER where the route says so) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -2126,6 +2328,16 @@ export interface paths {
                         "application/json": components["schemas"]["OrganizationSecurity"];
                     };
                 };
+                /** @description VALIDATION_ERROR: a body sent as JSON that is malformed, not UTF-8, nested deeper than 32 levels or holding a NUL character (checked on every request, even one to a route that takes no body) */
+                400: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description UNAUTHORIZED: no valid session */
                 401: {
                     headers: {
@@ -2136,7 +2348,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description FORBIDDEN, NO_ACTIVE_ORGANIZATION, INSUFFICIENT_PERMISSIONS, ACCOUNT_SCHEDULED_FOR_DELETION (and NOT_OWNER where stated) */
+                /** @description ACCOUNT_SCHEDULED_FOR_DELETION, NO_ACTIVE_ORGANIZATION, MFA_REQUIRED (the organization requires multi-factor sessions; message `Multi-factor authentication required`), INSUFFICIENT_PERMISSIONS (and NOT_OWNER where the route says so) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -2228,7 +2440,7 @@ export interface paths {
                         "application/json": components["schemas"]["OrganizationSecurity"];
                     };
                 };
-                /** @description VALIDATION_ERROR: malformed JSON, wrong types, unknown fields, bad ids or query */
+                /** @description VALIDATION_ERROR: a body sent as JSON that is malformed, not UTF-8, nested deeper than 32 levels or holding a NUL character; wrong types, unknown fields, a path id that is not a UUID v4, a bad query parameter (`details` name them) */
                 400: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -2248,7 +2460,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description FORBIDDEN, NO_ACTIVE_ORGANIZATION, INSUFFICIENT_PERMISSIONS, ACCOUNT_SCHEDULED_FOR_DELETION (and NOT_OWNER where stated) */
+                /** @description FORBIDDEN (an API key; a cookie-bearing state change from an origin other than the app's), ACCOUNT_SCHEDULED_FOR_DELETION, NO_ACTIVE_ORGANIZATION, MFA_REQUIRED (the organization requires multi-factor sessions; message `Multi-factor authentication required`), INSUFFICIENT_PERMISSIONS, STEP_UP_REQUIRED (a sensitive action: the session has not proved every factor of its account within STEP_UP_MAX_AGE; message `Recent authentication required`; `POST /api/session/step-up` renews it) (and NOT_OWNER where the route says so) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -2258,7 +2470,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE or TARGET_NOT_ADMIN where the route can cause them */
+                /** @description SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE, TARGET_NOT_ADMIN or QUOTA_EXCEEDED where the route can cause them */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -2357,6 +2569,16 @@ export interface paths {
                         "application/json": components["schemas"]["Webhook"][];
                     };
                 };
+                /** @description VALIDATION_ERROR: a body sent as JSON that is malformed, not UTF-8, nested deeper than 32 levels or holding a NUL character (checked on every request, even one to a route that takes no body) */
+                400: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description UNAUTHORIZED: no valid session */
                 401: {
                     headers: {
@@ -2367,7 +2589,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description FORBIDDEN, NO_ACTIVE_ORGANIZATION, INSUFFICIENT_PERMISSIONS, ACCOUNT_SCHEDULED_FOR_DELETION (and NOT_OWNER where stated) */
+                /** @description ACCOUNT_SCHEDULED_FOR_DELETION, NO_ACTIVE_ORGANIZATION, MFA_REQUIRED (the organization requires multi-factor sessions; message `Multi-factor authentication required`), INSUFFICIENT_PERMISSIONS (and NOT_OWNER where the route says so) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -2428,7 +2650,7 @@ export interface paths {
             };
         };
         put?: never;
-        /** Add a webhook endpoint to the active organization */
+        /** Add a webhook endpoint to the active organization (at most WEBHOOK_MAX_ENDPOINTS) */
         post: {
             parameters: {
                 query?: never;
@@ -2452,7 +2674,7 @@ export interface paths {
                         "application/json": components["schemas"]["CreatedWebhook"];
                     };
                 };
-                /** @description VALIDATION_ERROR: malformed JSON, wrong types, unknown fields, bad ids or query */
+                /** @description VALIDATION_ERROR: a body sent as JSON that is malformed, not UTF-8, nested deeper than 32 levels or holding a NUL character; wrong types, unknown fields, a path id that is not a UUID v4, a bad query parameter (`details` name them) */
                 400: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -2472,7 +2694,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description FORBIDDEN, NO_ACTIVE_ORGANIZATION, INSUFFICIENT_PERMISSIONS, ACCOUNT_SCHEDULED_FOR_DELETION (and NOT_OWNER where stated) */
+                /** @description FORBIDDEN (an API key; a cookie-bearing state change from an origin other than the app's), ACCOUNT_SCHEDULED_FOR_DELETION, NO_ACTIVE_ORGANIZATION, MFA_REQUIRED (the organization requires multi-factor sessions; message `Multi-factor authentication required`), INSUFFICIENT_PERMISSIONS (and NOT_OWNER where the route says so) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -2482,7 +2704,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE or TARGET_NOT_ADMIN where the route can cause them */
+                /** @description QUOTA_EXCEEDED: the organization has WEBHOOK_MAX_ENDPOINTS endpoints already */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -2595,7 +2817,7 @@ export interface paths {
                         };
                     };
                 };
-                /** @description VALIDATION_ERROR: malformed JSON, wrong types, unknown fields, bad ids or query */
+                /** @description VALIDATION_ERROR: a body sent as JSON that is malformed, not UTF-8, nested deeper than 32 levels or holding a NUL character; wrong types, unknown fields, a path id that is not a UUID v4, a bad query parameter (`details` name them) */
                 400: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -2615,7 +2837,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description FORBIDDEN, NO_ACTIVE_ORGANIZATION, INSUFFICIENT_PERMISSIONS, ACCOUNT_SCHEDULED_FOR_DELETION (and NOT_OWNER where stated) */
+                /** @description FORBIDDEN (a cookie-bearing state change from an origin other than the app's), ACCOUNT_SCHEDULED_FOR_DELETION, NO_ACTIVE_ORGANIZATION, MFA_REQUIRED (the organization requires multi-factor sessions; message `Multi-factor authentication required`), INSUFFICIENT_PERMISSIONS (and NOT_OWNER where the route says so) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -2635,7 +2857,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE or TARGET_NOT_ADMIN where the route can cause them */
+                /** @description SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE, TARGET_NOT_ADMIN or QUOTA_EXCEEDED where the route can cause them */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -2723,7 +2945,7 @@ export interface paths {
                         "application/json": components["schemas"]["Webhook"];
                     };
                 };
-                /** @description VALIDATION_ERROR: malformed JSON, wrong types, unknown fields, bad ids or query */
+                /** @description VALIDATION_ERROR: a body sent as JSON that is malformed, not UTF-8, nested deeper than 32 levels or holding a NUL character; wrong types, unknown fields, a path id that is not a UUID v4, a bad query parameter (`details` name them) */
                 400: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -2743,7 +2965,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description FORBIDDEN, NO_ACTIVE_ORGANIZATION, INSUFFICIENT_PERMISSIONS, ACCOUNT_SCHEDULED_FOR_DELETION (and NOT_OWNER where stated) */
+                /** @description FORBIDDEN (a cookie-bearing state change from an origin other than the app's), ACCOUNT_SCHEDULED_FOR_DELETION, NO_ACTIVE_ORGANIZATION, MFA_REQUIRED (the organization requires multi-factor sessions; message `Multi-factor authentication required`), INSUFFICIENT_PERMISSIONS (and NOT_OWNER where the route says so) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -2763,7 +2985,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE or TARGET_NOT_ADMIN where the route can cause them */
+                /** @description SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE, TARGET_NOT_ADMIN or QUOTA_EXCEEDED where the route can cause them */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -2870,7 +3092,7 @@ export interface paths {
                         };
                     };
                 };
-                /** @description VALIDATION_ERROR: malformed JSON, wrong types, unknown fields, bad ids or query */
+                /** @description VALIDATION_ERROR: a body sent as JSON that is malformed, not UTF-8, nested deeper than 32 levels or holding a NUL character; wrong types, unknown fields, a path id that is not a UUID v4, a bad query parameter (`details` name them) */
                 400: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -2890,7 +3112,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description FORBIDDEN, NO_ACTIVE_ORGANIZATION, INSUFFICIENT_PERMISSIONS, ACCOUNT_SCHEDULED_FOR_DELETION (and NOT_OWNER where stated) */
+                /** @description FORBIDDEN (an API key; a cookie-bearing state change from an origin other than the app's), ACCOUNT_SCHEDULED_FOR_DELETION, NO_ACTIVE_ORGANIZATION, MFA_REQUIRED (the organization requires multi-factor sessions; message `Multi-factor authentication required`), INSUFFICIENT_PERMISSIONS (and NOT_OWNER where the route says so) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -2910,7 +3132,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE or TARGET_NOT_ADMIN where the route can cause them */
+                /** @description SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE, TARGET_NOT_ADMIN or QUOTA_EXCEEDED where the route can cause them */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -3010,7 +3232,7 @@ export interface paths {
                         };
                     };
                 };
-                /** @description VALIDATION_ERROR: malformed JSON, wrong types, unknown fields, bad ids or query */
+                /** @description VALIDATION_ERROR: a body sent as JSON that is malformed, not UTF-8, nested deeper than 32 levels or holding a NUL character; wrong types, unknown fields, a path id that is not a UUID v4, a bad query parameter (`details` name them) */
                 400: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -3030,7 +3252,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description FORBIDDEN, NO_ACTIVE_ORGANIZATION, INSUFFICIENT_PERMISSIONS, ACCOUNT_SCHEDULED_FOR_DELETION (and NOT_OWNER where stated) */
+                /** @description FORBIDDEN (a cookie-bearing state change from an origin other than the app's), ACCOUNT_SCHEDULED_FOR_DELETION, NO_ACTIVE_ORGANIZATION, MFA_REQUIRED (the organization requires multi-factor sessions; message `Multi-factor authentication required`), INSUFFICIENT_PERMISSIONS (and NOT_OWNER where the route says so) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -3050,7 +3272,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE or TARGET_NOT_ADMIN where the route can cause them */
+                /** @description SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE, TARGET_NOT_ADMIN or QUOTA_EXCEEDED where the route can cause them */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -3151,7 +3373,7 @@ export interface paths {
                         };
                     };
                 };
-                /** @description VALIDATION_ERROR: malformed JSON, wrong types, unknown fields, bad ids or query */
+                /** @description VALIDATION_ERROR: a body sent as JSON that is malformed, not UTF-8, nested deeper than 32 levels or holding a NUL character; wrong types, unknown fields, a path id that is not a UUID v4, a bad query parameter (`details` name them) */
                 400: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -3171,7 +3393,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description FORBIDDEN, NO_ACTIVE_ORGANIZATION, INSUFFICIENT_PERMISSIONS, ACCOUNT_SCHEDULED_FOR_DELETION (and NOT_OWNER where stated) */
+                /** @description ACCOUNT_SCHEDULED_FOR_DELETION, NO_ACTIVE_ORGANIZATION, MFA_REQUIRED (the organization requires multi-factor sessions; message `Multi-factor authentication required`), INSUFFICIENT_PERMISSIONS (and NOT_OWNER where the route says so) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -3276,6 +3498,16 @@ export interface paths {
                         "application/json": components["schemas"]["Profile"];
                     };
                 };
+                /** @description VALIDATION_ERROR: a body sent as JSON that is malformed, not UTF-8, nested deeper than 32 levels or holding a NUL character (checked on every request, even one to a route that takes no body) */
+                400: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description UNAUTHORIZED: no valid session */
                 401: {
                     headers: {
@@ -3286,7 +3518,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description FORBIDDEN, NO_ACTIVE_ORGANIZATION, INSUFFICIENT_PERMISSIONS, ACCOUNT_SCHEDULED_FOR_DELETION (and NOT_OWNER where stated) */
+                /** @description (and NOT_OWNER where the route says so) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -3388,6 +3620,16 @@ export interface paths {
                         };
                     };
                 };
+                /** @description VALIDATION_ERROR: a body sent as JSON that is malformed, not UTF-8, nested deeper than 32 levels or holding a NUL character (checked on every request, even one to a route that takes no body) */
+                400: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description UNAUTHORIZED: no valid session */
                 401: {
                     headers: {
@@ -3398,7 +3640,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description FORBIDDEN, NO_ACTIVE_ORGANIZATION, INSUFFICIENT_PERMISSIONS, ACCOUNT_SCHEDULED_FOR_DELETION (and NOT_OWNER where stated) */
+                /** @description FORBIDDEN (a cookie-bearing state change from an origin other than the app's), ACCOUNT_SCHEDULED_FOR_DELETION, STEP_UP_REQUIRED (a sensitive action: the session has not proved every factor of its account within STEP_UP_MAX_AGE; message `Recent authentication required`; `POST /api/session/step-up` renews it) (and NOT_OWNER where the route says so) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -3408,7 +3650,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE or TARGET_NOT_ADMIN where the route can cause them */
+                /** @description SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE, TARGET_NOT_ADMIN or QUOTA_EXCEEDED where the route can cause them */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -3503,6 +3745,16 @@ export interface paths {
                         "application/json": components["schemas"]["Profile"];
                     };
                 };
+                /** @description VALIDATION_ERROR: a body sent as JSON that is malformed, not UTF-8, nested deeper than 32 levels or holding a NUL character (checked on every request, even one to a route that takes no body) */
+                400: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description UNAUTHORIZED: no valid session */
                 401: {
                     headers: {
@@ -3513,7 +3765,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description FORBIDDEN, NO_ACTIVE_ORGANIZATION, INSUFFICIENT_PERMISSIONS, ACCOUNT_SCHEDULED_FOR_DELETION (and NOT_OWNER where stated) */
+                /** @description FORBIDDEN (a cookie-bearing state change from an origin other than the app's) (and NOT_OWNER where the route says so) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -3523,7 +3775,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE or TARGET_NOT_ADMIN where the route can cause them */
+                /** @description SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE, TARGET_NOT_ADMIN or QUOTA_EXCEEDED where the route can cause them */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -3676,6 +3928,16 @@ export interface paths {
                         };
                     };
                 };
+                /** @description VALIDATION_ERROR: a body sent as JSON that is malformed, not UTF-8, nested deeper than 32 levels or holding a NUL character (checked on every request, even one to a route that takes no body) */
+                400: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description UNAUTHORIZED: no valid session */
                 401: {
                     headers: {
@@ -3686,7 +3948,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description FORBIDDEN, NO_ACTIVE_ORGANIZATION, INSUFFICIENT_PERMISSIONS, ACCOUNT_SCHEDULED_FOR_DELETION (and NOT_OWNER where stated) */
+                /** @description (and NOT_OWNER where the route says so) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -3790,7 +4052,7 @@ export interface paths {
                         };
                     };
                 };
-                /** @description VALIDATION_ERROR: malformed JSON, wrong types, unknown fields, bad ids or query */
+                /** @description VALIDATION_ERROR: a body sent as JSON that is malformed, not UTF-8, nested deeper than 32 levels or holding a NUL character; wrong types, unknown fields, a path id that is not a UUID v4, a bad query parameter (`details` name them) */
                 400: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -3810,7 +4072,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description FORBIDDEN, NO_ACTIVE_ORGANIZATION, INSUFFICIENT_PERMISSIONS, ACCOUNT_SCHEDULED_FOR_DELETION (and NOT_OWNER where stated) */
+                /** @description FORBIDDEN (a cookie-bearing state change from an origin other than the app's), STEP_UP_REQUIRED (a sensitive action: the session has not proved every factor of its account within STEP_UP_MAX_AGE; message `Recent authentication required`; `POST /api/session/step-up` renews it) (and NOT_OWNER where the route says so) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -3820,7 +4082,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE or TARGET_NOT_ADMIN where the route can cause them */
+                /** @description SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE, TARGET_NOT_ADMIN or QUOTA_EXCEEDED where the route can cause them */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -3926,6 +4188,16 @@ export interface paths {
                             purged: number;
                             failed: number;
                         };
+                    };
+                };
+                /** @description VALIDATION_ERROR: a body sent as JSON that is malformed, not UTF-8, nested deeper than 32 levels or holding a NUL character (checked on every request, even one to a route that takes no body) */
+                400: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
                     };
                 };
                 /** @description UNAUTHORIZED: missing or wrong credentials (see `security`) */
@@ -4045,9 +4317,23 @@ export interface components {
                 /** Format: date-time */
                 expiresAt: string;
                 mfa: boolean;
+                /**
+                 * Format: date-time
+                 * @description When this session stops counting as recently authenticated for sensitive actions: its last proof of every factor plus STEP_UP_MAX_AGE; in the past once stale (POST /api/session/step-up renews it)
+                 */
+                stepUpUntil: string;
             };
             permissions: string[];
         } | null;
+        StepUpResult: {
+            /** Format: date-time */
+            stepUpUntil: string;
+        };
+        StepUp: {
+            password?: string;
+            code?: string;
+            backupCode?: string;
+        };
         AdminUser: {
             /** Format: uuid */
             id: string;
@@ -4111,13 +4397,13 @@ export interface components {
             name: string;
             /** @default  */
             description?: string;
-            permissions: string[];
+            permissions: ("users:read" | "users:write" | "users:delete" | "organizations:read" | "organizations:write" | "organizations:delete" | "members:read" | "members:write" | "members:delete" | "invitations:read" | "invitations:write" | "invitations:delete" | "roles:read" | "roles:write" | "roles:delete" | "api_keys:read" | "api_keys:write")[];
         };
         UpdateRole: {
             /** @description Its slug is the lower-cased letters and digits of the name (accents dropped) joined by hyphens, and must not be empty */
             name?: string;
             description?: string;
-            permissions?: string[];
+            permissions?: ("users:read" | "users:write" | "users:delete" | "organizations:read" | "organizations:write" | "organizations:delete" | "members:read" | "members:write" | "members:delete" | "invitations:read" | "invitations:write" | "invitations:delete" | "roles:read" | "roles:write" | "roles:delete" | "api_keys:read" | "api_keys:write")[];
         };
         CreatedApiKey: {
             /** Format: uuid */
@@ -4138,7 +4424,7 @@ export interface components {
         };
         CreateApiKey: {
             name: string;
-            scopes: string[];
+            scopes: ("users:read" | "users:write" | "users:delete" | "organizations:read" | "organizations:write" | "organizations:delete" | "members:read" | "members:write" | "members:delete" | "invitations:read" | "invitations:write" | "invitations:delete" | "roles:read" | "roles:write" | "roles:delete" | "api_keys:read" | "api_keys:write")[];
             /**
              * Format: date-time
              * @description RFC 3339 date-time with a 4-digit year, Z or an offset within ±14:00, in the future and no later than 9999-12-31T23:59:59.999Z; echoed in UTC
@@ -4187,6 +4473,7 @@ export interface components {
         CreatedWebhook: {
             /** Format: uuid */
             id: string;
+            /** Format: uri */
             url: string;
             events: string[];
             description: string | null;
@@ -4197,15 +4484,19 @@ export interface components {
             secret: string;
         };
         CreateWebhook: {
-            /** @description https:// (http:// too outside production); no private addresses */
+            /**
+             * Format: uri
+             * @description https:// (http:// too outside production); no private addresses
+             */
             url: string;
             /** @description Event names of the catalog, or ["*"] for every event (new ones included) */
-            events: ("*" | "api_key.created" | "api_key.revoked" | "member.added" | "member.removed" | "member.role_changed" | "role.created" | "role.updated" | "role.deleted" | "ownership.transferred" | "organization.security_updated")[];
+            events: ("*" | "api_key.created" | "api_key.revoked" | "member.added" | "member.removed" | "member.role_changed" | "role.created" | "role.updated" | "role.deleted" | "ownership.transferred" | "organization.security_updated")[] | "*"[] | ("api_key.created" | "api_key.revoked" | "member.added" | "member.removed" | "member.role_changed" | "role.created" | "role.updated" | "role.deleted" | "ownership.transferred" | "organization.security_updated")[];
             description?: string | null;
         };
         Webhook: {
             /** Format: uuid */
             id: string;
+            /** Format: uri */
             url: string;
             events: string[];
             description: string | null;
@@ -4215,10 +4506,13 @@ export interface components {
             disabledReason: string | null;
         };
         UpdateWebhook: {
-            /** @description https:// (http:// too outside production); no private addresses */
+            /**
+             * Format: uri
+             * @description https:// (http:// too outside production); no private addresses
+             */
             url?: string;
             /** @description Event names of the catalog, or ["*"] for every event (new ones included) */
-            events?: ("*" | "api_key.created" | "api_key.revoked" | "member.added" | "member.removed" | "member.role_changed" | "role.created" | "role.updated" | "role.deleted" | "ownership.transferred" | "organization.security_updated")[];
+            events?: ("*" | "api_key.created" | "api_key.revoked" | "member.added" | "member.removed" | "member.role_changed" | "role.created" | "role.updated" | "role.deleted" | "ownership.transferred" | "organization.security_updated")[] | "*"[] | ("api_key.created" | "api_key.revoked" | "member.added" | "member.removed" | "member.role_changed" | "role.created" | "role.updated" | "role.deleted" | "ownership.transferred" | "organization.security_updated")[];
             description?: string | null;
             enabled?: boolean;
         };
