@@ -2,8 +2,10 @@ import { Agent, request as httpRequest } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { type ServerType, serve } from '@hono/node-server';
 import { z } from '@hono/zod-openapi';
+import { Hono } from 'hono';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { MAX_BODY_BYTES } from '../../src/middleware/body-limit.js';
+import { renderError } from '../../src/errors.js';
+import { bodyLimit, MAX_BODY_BYTES, REFUSED_BODY_DRAIN } from '../../src/middleware/body-limit.js';
 import { access, guard } from '../../src/middleware/guard.js';
 import { createRouter, defineRoute } from '../../src/router.js';
 import { createTestApp, type TestApp } from '../support/app.js';
@@ -395,6 +397,78 @@ describe('body limit (spec §8, API.md 413)', () => {
       expect(res.status).toBe(413);
       expect(await res.json()).toEqual({ code: 'PAYLOAD_TOO_LARGE', message: expect.any(String) });
       expect(echoCalls).toEqual([]);
+    });
+  });
+
+  describe('what is left of a refused chunked body (workerd drops the connection of a half-read one)', () => {
+    const CHUNK = 64 * 1024;
+
+    /** A body of `chunks` chunks without a length; counts what was read, and whether it was cancelled. */
+    function countedBody(chunks: number | 'endless', { stallAfter }: { stallAfter?: number } = {}) {
+      const seen = { pulled: 0, cancelled: false, closed: false };
+      const stream = new ReadableStream<Uint8Array>({
+        async pull(controller) {
+          if (stallAfter !== undefined && seen.pulled >= stallAfter) return new Promise<void>(() => {});
+          if (chunks !== 'endless' && seen.pulled >= chunks) {
+            seen.closed = true;
+            controller.close();
+            return;
+          }
+          seen.pulled += 1;
+          controller.enqueue(new Uint8Array(CHUNK));
+        },
+        cancel() {
+          seen.cancelled = true;
+        },
+      });
+      return { stream, seen };
+    }
+
+    /** The middleware alone, errors rendered as the app renders them. */
+    function limited(drain?: { bytes: number; ms: number }) {
+      const app = new Hono();
+      app.use(bodyLimit(drain ? { drain } : {}));
+      app.post('/', (c) => c.text('handled'));
+      app.onError((error, c) => renderError(error, c as never));
+      return (body: ReadableStream<Uint8Array>) =>
+        app.request('/', { method: 'POST', body, duplex: 'half' } as RequestInit);
+    }
+
+    it('reads a 2 MiB body to its end before the 413', async () => {
+      const { stream, seen } = countedBody(32);
+      const res = await limited()(stream);
+      expect(res.status).toBe(413);
+      expect(await res.json()).toMatchObject({ code: 'PAYLOAD_TOO_LARGE' });
+      expect(seen).toEqual({ pulled: 32, cancelled: false, closed: true });
+    });
+
+    it(`stops after ${REFUSED_BODY_DRAIN.bytes} more bytes and cancels the rest`, async () => {
+      const { stream, seen } = countedBody('endless');
+      const res = await limited()(stream);
+      expect(res.status).toBe(413);
+      expect(seen.cancelled).toBe(true);
+      const read = seen.pulled * CHUNK;
+      expect(read).toBeGreaterThan(LIMIT + REFUSED_BODY_DRAIN.bytes);
+      expect(read).toBeLessThan(LIMIT + REFUSED_BODY_DRAIN.bytes + 64 * CHUNK);
+    });
+
+    it('answers a body that stalls after the limit once the drain time is up, and cancels it', async () => {
+      const { stream, seen } = countedBody('endless', { stallAfter: 20 });
+      const started = Date.now();
+      const res = await limited({ bytes: REFUSED_BODY_DRAIN.bytes, ms: 200 })(stream);
+      expect(res.status).toBe(413);
+      expect(Date.now() - started).toBeGreaterThanOrEqual(150);
+      expect(Date.now() - started).toBeLessThan(2_000);
+      expect(seen).toMatchObject({ pulled: 20, cancelled: true });
+    });
+
+    it('hands an accepted chunked body on whole', async () => {
+      const { stream } = countedBody(16);
+      const app = new Hono();
+      app.use(bodyLimit());
+      app.post('/', async (c) => c.json({ bytes: (await c.req.arrayBuffer()).byteLength }));
+      const res = await app.request('/', { method: 'POST', body: stream, duplex: 'half' } as RequestInit);
+      expect(await res.json()).toEqual({ bytes: LIMIT });
     });
   });
 });
