@@ -1,5 +1,5 @@
 import type { Context, MiddlewareHandler } from 'hono';
-import { clientIpFromForwardedFor } from '../client-address.js';
+import { clientIpFromForwardedFor, rateLimitIdentity } from '../client-address.js';
 import type { Config } from '../config.js';
 import { ApiError, tooMany } from '../errors.js';
 import type { Logger } from '../logger.js';
@@ -127,7 +127,11 @@ export async function reserveAccountAttempt(
 export interface RateLimitOptions {
   config: Config['rateLimit'];
   store: RateLimitStore;
-  /** The client address; by default X-Forwarded-For behind `config.trustedProxyHops` (the entry passes one that knows its platform and socket). */
+  /**
+   * The client address; by default X-Forwarded-For behind `config.trustedProxyHops` (the entry passes one that knows
+   * its platform and socket). The address-keyed tiers count it as `rateLimitIdentity` (an IPv6 client by its
+   * `config.ipv6Prefix`); `c.get('clientIp')` keeps the address itself.
+   */
   clientIp?: (c: Context<AppEnv>) => string | null | undefined;
   /** The signed-in user's id, when it can be known without touching the database. */
   identifyUser?: (c: Context<AppEnv>) => Promise<string | null> | string | null;
@@ -136,7 +140,8 @@ export interface RateLimitOptions {
 
 /**
  * Spec §8 "Rate limiting": the global tier on every route (keyed by user when
- * signed in, else by address), the auth tier (with its block) on the
+ * signed in, else by address: an IPv6 client by its RATE_LIMIT_IPV6_PREFIX, see
+ * `rateLimitIdentity`), the auth tier (with its block) on the
  * auth-sensitive paths, and per-account failures of password sign-in.
  *
  * The auth tier always counts the client address, whatever cookie comes
@@ -184,9 +189,10 @@ export function rateLimit({
   };
 
   return async function rateLimitMiddleware(c, next) {
-    const ip = clientIp(c) ?? 'unknown';
-    c.set('clientIp', ip);
+    const address = clientIp(c) ?? 'unknown';
+    c.set('clientIp', address);
     if (!config.enabled || c.req.method === 'OPTIONS') return next();
+    const ip = rateLimitIdentity(address, config.ipv6Prefix);
 
     const userId = identifyUser ? await identifyUser(c) : null;
 

@@ -11,6 +11,8 @@
  * again before each attempt, and on Node connects only to an address it
  * checked (pinned-fetch.ts).
  */
+import { parseIpv4, parseIpv6 } from '../client-address.js';
+
 export interface UrlPolicy {
   httpsOnly: boolean;
   allowPrivate: boolean;
@@ -60,29 +62,13 @@ const V4_BLOCKED: Range[] = [
 ];
 
 function ipv4ToBigInt(address: string): bigint {
-  return address.split('.').reduce((acc, part) => (acc << 8n) | BigInt(Number(part)), 0n);
-}
-
-function ipv6ToBigInt(address: string): bigint {
-  let text = address.toLowerCase();
-  // A trailing dotted IPv4 (::ffff:1.2.3.4) as two hextets.
-  const dotted = /(\d+\.\d+\.\d+\.\d+)$/.exec(text);
-  if (dotted) {
-    const n = ipv4ToBigInt(dotted[1]!);
-    text = text.replace(dotted[1]!, `${(n >> 16n).toString(16)}:${(n & 0xffffn).toString(16)}`);
-  }
-  const [head = '', tail] = text.split('::');
-  const left = head ? head.split(':') : [];
-  const right = tail !== undefined && tail !== '' ? tail.split(':') : [];
-  const missing = tail === undefined ? 0 : 8 - left.length - right.length;
-  const parts = [...left, ...Array(missing).fill('0'), ...right];
-  return parts.reduce((acc, part) => (acc << 16n) | BigInt(Number.parseInt(part || '0', 16)), 0n);
+  return BigInt(parseIpv4(address) ?? 0);
 }
 
 const inRange = (value: bigint, width: number, [base, bits]: Range) =>
   value >> BigInt(width - bits) === base >> BigInt(width - bits);
 
-const v6 = (address: string, bits: number): Range => [ipv6ToBigInt(address), bits];
+const v6 = (address: string, bits: number): Range => [parseIpv6(address)!, bits];
 
 /**
  * Inside global unicast (2000::/3), the IANA IPv6 Special-Purpose Address
@@ -103,8 +89,8 @@ const dotted = (value: bigint) => [24n, 16n, 8n, 0n].map((shift) => String((valu
 export function isPrivateAddress(address: string): boolean {
   const family = ipFamily(address);
   if (family === 4) return V4_BLOCKED.some((range) => inRange(ipv4ToBigInt(address), 32, range));
-  if (family !== 6) return true;
-  const value = ipv6ToBigInt(address);
+  const value = family === 6 ? parseIpv6(address) : null;
+  if (value === null) return true;
   const top = (bits: number) => value >> BigInt(128 - bits);
   // IPv4-mapped (::ffff:0:0/96) and the well-known NAT64 prefix (64:ff9b::/96, RFC 6052): the IPv4 inside decides.
   if (top(96) === 0xffffn || top(96) === 0x64ff9b0000000000000000n) return isPrivateAddress(dotted(value));
