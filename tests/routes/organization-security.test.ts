@@ -27,7 +27,7 @@ describe('organization security policy', () => {
     org = await createOrganization(t, owner);
     member = await newMember(t, org, 'admin');
     const created = await call(t, '/api/api-keys', {
-      body: { name: 'ci', scopes: ['roles:read', 'organizations:read'] },
+      body: { name: 'ci', scopes: ['roles:read', 'organizations:read', 'organizations:write'] },
       jar: owner.jar,
     });
     apiKey = (await expectStatus<{ key: string }>(created, 201)).key;
@@ -112,6 +112,25 @@ describe('organization security policy', () => {
     // Enrolling makes the member's new session multi-factor: through the policy.
     await enableTotp(t, member.jar);
     expect((await call(t, '/api/roles', { jar: member.jar })).status).toBe(200);
+  });
+
+  it('an API key turns the policy neither on nor off, and creates no webhook while it is on (403 FORBIDDEN)', async () => {
+    const keyed = (path: string, method: string, body: unknown) =>
+      call(t, path, { method, body, headers: { authorization: `Bearer ${apiKey}` } });
+    const before = await expectStatus<{ requireMfa: boolean }>(
+      await keyed('/api/organization/security', 'GET', undefined),
+      200,
+    );
+    for (const requireMfa of [true, false]) {
+      await expectError(await keyed('/api/organization/security', 'PATCH', { requireMfa }), 403, 'FORBIDDEN');
+      expect(await expectStatus(await keyed('/api/organization/security', 'GET', undefined), 200)).toEqual(before);
+    }
+    expect(before.requireMfa).toBe(true);
+    await expectError(
+      await keyed('/api/webhooks', 'POST', { url: 'https://hooks.example.com/in', events: ['*'] }),
+      403,
+      'FORBIDDEN',
+    );
   });
 
   it('turned off, sessions that are not multi-factor pass again', async () => {
