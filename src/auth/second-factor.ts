@@ -153,6 +153,54 @@ export async function acceptTotpCode(
   return 'wrong';
 }
 
+/**
+ * The plugin's account lockout (better-auth twoFactor `accountLockout`
+ * defaults): ten failed codes in a row, across sign-ins and step-ups, lock
+ * the account's codes for 15 minutes (NIST SP 800-63B §5.2.2).
+ */
+export const CODE_LOCKOUT = { maxFailedAttempts: 10, durationSeconds: 900 } as const;
+
+/** Whether the account's codes are locked now (a lock written by the plugin or by `recordCodeOutcome`). */
+export async function codesLocked(db: Kysely<DB>, userId: string): Promise<boolean> {
+  const row = await db
+    .selectFrom('two_factors')
+    .select('locked_until')
+    .where('user_id', '=', userId)
+    .executeTakeFirst();
+  return Boolean(row?.locked_until && new Date(row.locked_until).getTime() > Date.now());
+}
+
+/**
+ * Counts a code tried outside the plugin (step-up) in the plugin's own
+ * lockout: a failure adds one, atomically, and the tenth in a row locks the
+ * codes; a success clears the count, as the plugin does. The plugin writes
+ * the lock by the real time, so this does too.
+ */
+export async function recordCodeOutcome(db: Kysely<DB>, userId: string, accepted: boolean): Promise<void> {
+  if (accepted) {
+    await db
+      .updateTable('two_factors')
+      .set({ failed_verification_count: 0, locked_until: null })
+      .where('user_id', '=', userId)
+      .execute();
+    return;
+  }
+  const lockUntil = new Date(Date.now() + CODE_LOCKOUT.durationSeconds * 1000);
+  await db
+    .updateTable('two_factors')
+    .set((eb) => ({
+      failed_verification_count: eb('failed_verification_count', '+', 1),
+      locked_until: eb
+        .case()
+        .when('failed_verification_count', '>=', CODE_LOCKOUT.maxFailedAttempts - 1)
+        .then(lockUntil)
+        .else(eb.ref('locked_until'))
+        .end(),
+    }))
+    .where('user_id', '=', userId)
+    .execute();
+}
+
 /** Spends one of the user's backup codes: true when it was unspent (one conditional UPDATE, so once only). */
 export async function consumeBackupCode(
   db: Kysely<DB>,

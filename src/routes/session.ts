@@ -2,7 +2,7 @@ import { z } from '@hono/zod-openapi';
 import type { Kysely } from 'kysely';
 import type { Auth } from '../auth/auth.js';
 import { verifyPassword } from '../auth/password.js';
-import { acceptTotpCode, consumeBackupCode } from '../auth/second-factor.js';
+import { acceptTotpCode, codesLocked, consumeBackupCode, recordCodeOutcome } from '../auth/second-factor.js';
 import type { Config } from '../config.js';
 import type { DB } from '../db/database.js';
 import { ApiError } from '../errors.js';
@@ -114,22 +114,18 @@ async function provedFactors(
   if (!(await verifyPassword({ hash: credential.password, password: body.password }))) return null;
 
   // Read now, not from the session: two-factor may have been turned on or off since it was resolved.
-  const secondFactor = await db
-    .selectFrom('users')
-    .leftJoin('two_factors', 'two_factors.user_id', 'users.id')
-    .select(['users.two_factor_enabled', 'two_factors.locked_until'])
-    .where('users.id', '=', userId)
-    .executeTakeFirst();
-  if (!secondFactor) return null;
+  const user = await db.selectFrom('users').select('two_factor_enabled').where('id', '=', userId).executeTakeFirst();
+  if (!user) return null;
   const codes = [body.code, body.backupCode].filter((code) => code !== undefined);
-  if (!secondFactor.two_factor_enabled) return codes.length === 0 ? { secondFactor: false } : null;
+  if (!user.two_factor_enabled) return codes.length === 0 ? { secondFactor: false } : null;
   if (codes.length !== 1) return null;
-  // The plugin's lockout of this account's codes holds here too.
-  if (secondFactor.locked_until && new Date(secondFactor.locked_until).getTime() > Date.now()) return null;
+  // The plugin's lockout of this account's codes holds here too, and counts what is tried here.
+  if (await codesLocked(db, userId)) return null;
   const accepted =
     body.code !== undefined
       ? (await acceptTotpCode(db, { key: (await auth.$context).secretConfig, userId, code: body.code })) === 'accepted'
       : await consumeBackupCode(db, { secret: config.auth.secret, userId, code: body.backupCode! });
+  await recordCodeOutcome(db, userId, accepted);
   return accepted ? { secondFactor: true } : null;
 }
 

@@ -567,6 +567,44 @@ describe('step-up (docs/security.md "Sensitive actions and step-up")', () => {
         await expectStatus(await stepUp(t, user.jar, { password: PASSWORD, code }), 200);
       });
 
+      it("wrong codes count toward the account's code lockout: after ten in a row even the right code is refused, here and at sign-in", async () => {
+        const { user, factor } = await twoFactorUser();
+        for (let attempt = 0; attempt < 10; attempt++) {
+          await expectInvalidCredentials(
+            await stepUp(t, user.jar, { password: PASSWORD, code: wrongCode(factor.authenticator) }),
+          );
+        }
+        await expectInvalidCredentials(
+          await stepUp(t, user.jar, { password: PASSWORD, code: await freshCode(factor.authenticator) }),
+        );
+        await expectInvalidCredentials(
+          await stepUp(t, user.jar, { password: PASSWORD, backupCode: factor.backupCodes[0] }),
+        );
+        await expectStepUpRequired(await probe(t, user.jar));
+        const pending = await pendingSignIn(t, user.email);
+        const locked = await call(t, '/api/auth/two-factor/verify-totp', {
+          body: { code: await freshCode(factor.authenticator) },
+          jar: pending,
+        });
+        expect(locked.status).toBe(429);
+        expect(await locked.json()).toMatchObject({ code: 'ACCOUNT_TEMPORARILY_LOCKED' });
+      });
+
+      it('a right code clears the count of wrong ones (the lockout counts failures in a row)', async () => {
+        const { user, factor } = await twoFactorUser();
+        for (let attempt = 0; attempt < 9; attempt++) {
+          await expectInvalidCredentials(
+            await stepUp(t, user.jar, { password: PASSWORD, code: wrongCode(factor.authenticator) }),
+          );
+        }
+        await expectStatus(await stepUp(t, user.jar, { password: PASSWORD, backupCode: factor.backupCodes[0] }), 200);
+        await makeStale(t, user.id);
+        await expectInvalidCredentials(
+          await stepUp(t, user.jar, { password: PASSWORD, code: wrongCode(factor.authenticator) }),
+        );
+        await expectStatus(await stepUp(t, user.jar, { password: PASSWORD, backupCode: factor.backupCodes[1] }), 200);
+      });
+
       it('a backup code stands in for the TOTP code once, never for the password', async () => {
         const { user, factor } = await twoFactorUser();
         const [backupCode, other] = factor.backupCodes;
