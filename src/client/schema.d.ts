@@ -840,7 +840,10 @@ export interface paths {
         delete?: never;
         options?: never;
         head?: never;
-        /** Change a member's role */
+        /**
+         * Change a member's role
+         * @description A change that makes or unmakes an Owner is a sensitive action, as an ownership transfer is: 403 STEP_UP_REQUIRED (`Recent authentication required`) to a session that has not proved every factor within STEP_UP_MAX_AGE, 403 FORBIDDEN to an API key.
+         */
         patch: {
             parameters: {
                 query?: never;
@@ -994,6 +997,7 @@ export interface paths {
         /**
          * Change a member's role (deprecated: use PATCH /api/admin/members/{memberId})
          * @deprecated
+         * @description A change that makes or unmakes an Owner is a sensitive action, as an ownership transfer is: 403 STEP_UP_REQUIRED (`Recent authentication required`) to a session that has not proved every factor within STEP_UP_MAX_AGE, 403 FORBIDDEN to an API key.
          */
         patch: {
             parameters: {

@@ -20,6 +20,19 @@ export function sessionOf(c: Context<AppEnv>): EnrichedSession {
   return session;
 }
 
+/**
+ * The rule of a sensitive action (docs/security.md "Sensitive actions and
+ * step-up"): no API key performs one (403 FORBIDDEN), and the session must
+ * have proved every factor of its account recently (403 STEP_UP_REQUIRED).
+ * The guard applies it to routes declared `sensitive`; a route whose
+ * sensitivity depends on what it is asked (a role change that makes or
+ * unmakes an Owner) calls it itself.
+ */
+export function assertSensitiveAllowed(session: EnrichedSession): void {
+  if (session.apiKey) throw new ApiError('FORBIDDEN', 'API keys cannot perform this action');
+  if (!session.stepUpFresh) throw new ApiError('STEP_UP_REQUIRED', 'Recent authentication required');
+}
+
 const guards = new WeakMap<object, Access>();
 
 /** 403 ACCOUNT_SCHEDULED_FOR_DELETION, saying when the purge is due. */
@@ -93,12 +106,10 @@ async function check(c: Context<AppEnv>, declared: Access, target?: TargetResolv
   // step (a caller without the permission learns that first): no key
   // performs a sensitive action or one its route keeps from keys, and a
   // session must have proved every factor of its account recently.
-  if (session.apiKey && (declared.sensitive || declared.apiKeys === false)) {
+  if (session.apiKey && declared.apiKeys === false) {
     throw new ApiError('FORBIDDEN', 'API keys cannot perform this action');
   }
-  if (declared.sensitive && !session.stepUpFresh) {
-    throw new ApiError('STEP_UP_REQUIRED', 'Recent authentication required');
-  }
+  if (declared.sensitive) assertSensitiveAllowed(session);
 }
 
 /**

@@ -3,7 +3,7 @@ import type { Context } from 'hono';
 import type { Kysely } from 'kysely';
 import type { DB } from '../db/database.js';
 import { listMembers, setMemberRole, transferOwnership } from '../db/queries/members.js';
-import { access, sessionOf } from '../middleware/guard.js';
+import { access, assertSensitiveAllowed, sessionOf } from '../middleware/guard.js';
 import { createRouter, defineRoute, jsonContent } from '../router.js';
 import type { AppEnv } from '../types.js';
 import { IdParams, uuidV4 } from './schemas.js';
@@ -25,6 +25,12 @@ const RoleChangeResult = z
   .object({ memberId: z.uuid(), roleId: z.uuid(), previousRoleId: z.uuid().nullable() })
   .openapi('MemberRoleChangeResult');
 
+/** What the route's declared access cannot say: its sensitivity depends on the roles involved. */
+const OWNER_CHANGE =
+  'A change that makes or unmakes an Owner is a sensitive action, as an ownership transfer is: ' +
+  '403 STEP_UP_REQUIRED (`Recent authentication required`) to a session that has not proved every factor ' +
+  'within STEP_UP_MAX_AGE, 403 FORBIDDEN to an API key.';
+
 const listRoute = defineRoute({
   method: 'get',
   path: '/api/members',
@@ -38,6 +44,7 @@ const changeRoute = defineRoute({
   path: '/api/admin/members/{memberId}',
   access: access.permissions('members:write'),
   summary: "Change a member's role",
+  description: OWNER_CHANGE,
   request: {
     params: z.object({ memberId: uuidV4().openapi({ param: { name: 'memberId', in: 'path' } }) }),
     body: { content: { 'application/json': { schema: RoleChangeBody } } },
@@ -50,6 +57,7 @@ const deprecatedChangeRoute = defineRoute({
   path: '/api/roles/members/{id}/role',
   access: access.permissions('members:write'),
   summary: "Change a member's role (deprecated: use PATCH /api/admin/members/{memberId})",
+  description: OWNER_CHANGE,
   deprecated: true,
   request: {
     params: IdParams,
@@ -107,6 +115,9 @@ export function memberRoutes({ db }: { db: Kysely<DB> }) {
       roleId,
       actor,
       requestId: c.get('requestId'),
+      // Making or unmaking an Owner hands over or takes away the organization:
+      // as sensitive as POST /api/roles/transfer-ownership (no key, a fresh session).
+      makesOrUnmakesOwner: () => assertSensitiveAllowed(actor),
     });
   };
 

@@ -40,7 +40,20 @@ export interface RoleChange {
  */
 export async function changeMemberRole(
   trx: Transaction<DB>,
-  { tenantId, memberId, roleId, actor }: { tenantId: string; memberId: string; roleId: string; actor: EnrichedSession },
+  {
+    tenantId,
+    memberId,
+    roleId,
+    actor,
+    makesOrUnmakesOwner,
+  }: {
+    tenantId: string;
+    memberId: string;
+    roleId: string;
+    actor: EnrichedSession;
+    /** Called (and may throw, rolling back) before a change that makes or unmakes an Owner. */
+    makesOrUnmakesOwner?: () => void;
+  },
 ): Promise<RoleChange> {
   const owners = await lockOwners(trx, tenantId);
   const member = await trx
@@ -79,6 +92,7 @@ export async function changeMemberRole(
     }
   }
   const isOwner = owners.includes(member.id);
+  if (member.role_id !== target.id && (isOwner || target.slug === 'owner')) makesOrUnmakesOwner?.();
   if (isOwner && target.slug !== 'owner' && owners.length <= 1) {
     throw new ApiError('OWNERSHIP_CONSTRAINT', 'The organization must keep at least one Owner');
   }
@@ -101,10 +115,11 @@ export function setMemberRole(
     roleId,
     actor,
     requestId,
-  }: { tenantId: string; memberId: string; roleId: string; actor: EnrichedSession; requestId?: string },
+    makesOrUnmakesOwner,
+  }: Parameters<typeof changeMemberRole>[1] & { requestId?: string },
 ): Promise<RoleChange> {
   return withTenant(db, tenantId, async (trx) => {
-    const result = await changeMemberRole(trx, { tenantId, memberId, roleId, actor });
+    const result = await changeMemberRole(trx, { tenantId, memberId, roleId, actor, makesOrUnmakesOwner });
     if (result.previousRoleId !== result.roleId) {
       await recordAudit(trx, {
         action: 'member.role_changed',
