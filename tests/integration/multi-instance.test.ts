@@ -47,12 +47,16 @@ const ORIGIN = 'http://localhost:3000';
 const PASSWORD = 'correct horse battery staple';
 const CRON_SECRET = `cron-${crypto.randomUUID()}`;
 const START_TIMEOUT_MS = 150_000;
-/** This run's addresses: unique, so the shared Redis (fixed key prefix `gatehouse:rl`) never mixes runs. */
+/**
+ * This run's addresses: each in a /64 of its own (the limiter keys IPv6
+ * clients by their /64), unique, so the shared Redis (fixed key prefix
+ * `gatehouse:rl`) never mixes runs.
+ */
 const RUN = crypto.randomUUID().replaceAll('-', '').slice(0, 8);
 let addressCount = 0;
 function freshAddress(): string {
   addressCount += 1;
-  return `2001:db8:${RUN.slice(0, 4)}:${RUN.slice(4)}::${addressCount.toString(16)}`;
+  return `2001:db8:${RUN.slice(0, 4)}:${addressCount.toString(16)}::${RUN.slice(4)}`;
 }
 
 interface Answer {
