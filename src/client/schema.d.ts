@@ -2923,7 +2923,10 @@ export interface paths {
         };
         options?: never;
         head?: never;
-        /** Change a webhook endpoint; enabling it again clears its failure streak */
+        /**
+         * Change a webhook endpoint; enabling it again clears its failure streak
+         * @description An API key may not change `url` (403 FORBIDDEN): pointing the stream elsewhere is worth as much as creating an endpoint or rotating its secret, which keys never do.
+         */
         patch: {
             parameters: {
                 query?: never;

@@ -116,6 +116,9 @@ const updateRoute = defineRoute({
   path: '/api/webhooks/{id}',
   access: write,
   summary: 'Change a webhook endpoint; enabling it again clears its failure streak',
+  description:
+    'An API key may not change `url` (403 FORBIDDEN): pointing the stream elsewhere is worth as much as ' +
+    'creating an endpoint or rotating its secret, which keys never do.',
   request: {
     params: IdParams,
     body: { content: { 'application/json': { schema: UpdateWebhookSchema } }, required: true },
@@ -240,6 +243,9 @@ export function webhookRoutes({
     .openapi(updateRoute, async (c) => {
       const { id } = c.req.valid('param');
       const { url, ...changes } = c.req.valid('json');
+      // Where the events go is the secret's other half: no key moves it.
+      if (url !== undefined && sessionOf(c).apiKey)
+        throw new ApiError('FORBIDDEN', 'API keys cannot perform this action');
       const endpoint = await updateEndpoint(
         db,
         id,

@@ -457,8 +457,22 @@ describe('webhook endpoints', () => {
         403,
         'FORBIDDEN',
       );
-      const listed = await expectStatus<unknown[]>(await call(keyed, '/api/webhooks', { jar: own.owner.jar }), 200);
+      // Nor does it point the stream (signed with the kept secret) somewhere else.
+      await expectError(
+        await call(keyed, `/api/webhooks/${created.id}`, {
+          method: 'PATCH',
+          body: { url: 'https://93.184.215.15/elsewhere' },
+          headers: bearer,
+        }),
+        403,
+        'FORBIDDEN',
+      );
+      const listed = await expectStatus<{ url: string }[]>(
+        await call(keyed, '/api/webhooks', { jar: own.owner.jar }),
+        200,
+      );
       expect(listed).toHaveLength(1);
+      expect(listed[0]!.url).toBe('https://93.184.215.14/k');
       expect(await auditRows(keyed, own.id, 'webhook.secret_rotated')).toEqual([]);
     } finally {
       await keyed.close();
