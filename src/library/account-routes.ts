@@ -104,7 +104,13 @@ export const ACCOUNT_ROUTES: readonly LibraryRoute[] = [
       .object({ currentPassword: line(1024), newPassword: line(1024), revokeOtherSessions: z.boolean().optional() })
       .strict(),
   },
-  { method: 'POST', path: '/verify-password', access: session(), body: z.object({ password: line(1024) }).strict() },
+  {
+    method: 'POST',
+    path: '/verify-password',
+    access: session(),
+    body: z.object({ password: line(1024) }).strict(),
+    spendsAccountBudget: true,
+  },
   { method: 'GET', path: '/list-accounts', access: session() },
   {
     method: 'POST',

@@ -17,6 +17,12 @@ export interface LibraryRoute {
   commitsRefusals?: boolean;
   /** Answered by the service from its own roles, never by the library's role names (item 3). */
   answeredByService?: true;
+  /**
+   * The call checks the session user's password: a refusal spends the
+   * account's wrong-password budget, as a failed sign-in or step-up does
+   * (README "Rate limiting"), so a stolen session is no password oracle.
+   */
+  spendsAccountBudget?: true;
 }
 
 /** The zod fields the library's bodies and queries are checked with (bounded, no control characters). */

@@ -22,6 +22,7 @@ import { forwardedRequest, spendInvitationBudget } from '../library/request.js';
 import { LIBRARY_ROUTES } from '../library/routes.js';
 import { afterSecondFactorCall, beforeSecondFactorCall } from '../library/second-factor-calls.js';
 import { access, guard, loadSession } from '../middleware/guard.js';
+import { reserveAccountAttempt } from '../middleware/rate-limit.js';
 import type { RateLimitStore } from '../rate-limit-store.js';
 import { createRouter, defineRoute } from '../router.js';
 import type { AppEnv, Clock } from '../types.js';
@@ -229,9 +230,29 @@ export function authRoutes({ auth, config, db, store, clock }: Deps) {
     }
   };
 
+  /** Spends one attempt of the session user's wrong-password budget, given back when the call succeeds. */
+  const withAccountBudget =
+    (handler: (c: Context<AppEnv>) => Promise<Response>) =>
+    async (c: Context<AppEnv>): Promise<Response> => {
+      const email = c.get('session')?.user.email;
+      if (!config.rateLimit.enabled || !email) return handler(c);
+      const attempt = await reserveAccountAttempt(
+        { config: config.rateLimit, store, clock, logger: c.get('logger') },
+        email,
+      );
+      let answer: Response | undefined;
+      try {
+        answer = await handler(c);
+        return answer;
+      } finally {
+        await attempt.settle(!answer?.ok);
+      }
+    };
+
   for (const route of LIBRARY_ROUTES) {
     const target = route.organization ? organizationTarget(route, db) : undefined;
-    router.on(route.method, `${AUTH_PREFIX}${route.path}`, guard(route.access, target), serve(route));
+    const handler = route.spendsAccountBudget ? withAccountBudget(serve(route)) : serve(route);
+    router.on(route.method, `${AUTH_PREFIX}${route.path}`, guard(route.access, target), handler);
   }
   return router;
 }

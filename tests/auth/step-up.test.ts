@@ -837,4 +837,17 @@ describe('step-up rate limiting', () => {
       3,
     );
   });
+
+  it("verify-password is no oracle for a stolen session: its refusals spend the account's budget too", async () => {
+    const user = await signedInUser(open);
+    const verify = (password: string) =>
+      call(t, '/api/auth/verify-password', { body: { password }, jar: user.jar, ip: nextIp() });
+    for (let attempt = 0; attempt < 3; attempt++) expect((await verify('not the password')).status).toBe(400);
+    // The account's budget (3) is spent: verify-password and password sign-in alike, from any address.
+    await expectRateLimited(await verify(PASSWORD), 3);
+    await expectRateLimited(
+      await call(t, '/api/auth/sign-in/email', { body: { email: user.email, password: PASSWORD }, ip: nextIp() }),
+      3,
+    );
+  });
 });
