@@ -3,11 +3,13 @@ import postgres from 'postgres';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { openPostgres } from '../../src/db/client.js';
 import { migrateToLatest } from '../../src/db/migrate.js';
+import { CookieJar } from '../support/http.js';
 import { withDatabaseName } from '../support/servers.js';
 import { startUpstashServer, type UpstashServer } from '../support/upstash-server.js';
-import { uniqueEmail } from '../support/users.js';
+import { PASSWORD, uniqueEmail } from '../support/users.js';
+import { WEBHOOK_URL_CASES } from '../support/webhook-url-cases.js';
 import { releaseDatabase } from './support/pooler.js';
-import { startMailCapture } from './support/servers.js';
+import { firstLink, startMailCapture } from './support/servers.js';
 import { freePort, randomSecret, startWranglerDev, type WranglerDev } from './support/wrangler.js';
 
 /**
@@ -16,7 +18,9 @@ import { freePort, randomSecret, startWranglerDev, type WranglerDev } from './su
  * tests/e2e/worker.test.ts (run through `.ci/e2e.sh` after `services_start`):
  * how the rate limiter counts client addresses (CF-Connecting-IP, which
  * wrangler dev passes through when the client sends it), and that a body
- * over the limit leaves nothing behind for the next request.
+ * over the limit leaves nothing behind for the next request; and the webhook
+ * URL table of tests/support/webhook-url-cases.ts, walked through
+ * POST /api/webhooks (the Worker resolves no names: docs/webhooks.md "Workers").
  */
 
 const APP_ORIGIN = 'http://localhost:3000';
@@ -237,5 +241,66 @@ describe('the worker in workerd: client addresses and body limits', () => {
       expect(next.status).toBe(200);
       expect(next.headers['x-request-id']).toMatch(/^[0-9a-f-]{36}$/);
     }
+  });
+
+  it('walks the webhook URL table through POST /api/webhooks: refused ones 400 on `url`, accepted ones 201', async () => {
+    // The organization owner's own client address, so the other tests' auth-tier counts do not touch it.
+    const address = `198.18.${Math.floor(Math.random() * 256)}.${1 + Math.floor(Math.random() * 250)}`;
+    const jar = new CookieJar();
+    const call = async (path: string, body?: unknown, redirect: RequestRedirect = 'follow') => {
+      const headers: Record<string, string> = { origin: APP_ORIGIN, 'cf-connecting-ip': address };
+      if (body !== undefined) headers['content-type'] = 'application/json';
+      const cookie = jar.header();
+      if (cookie) headers.cookie = cookie;
+      const res = await fetch(`${worker.url}${path}`, {
+        method: body === undefined ? 'GET' : 'POST',
+        headers,
+        body: body === undefined ? undefined : JSON.stringify(body),
+        redirect,
+      });
+      jar.store(res);
+      const text = await res.text();
+      return { status: res.status, text, body: text ? JSON.parse(text) : null };
+    };
+    // Sign up, follow the mailed link, sign in once: three requests of the auth tier (limit 5).
+    const email = uniqueEmail('worker-hooks');
+    expect((await call('/api/auth/sign-up/email', { email, password: PASSWORD, name: 'Hook Owner' })).status).toBe(200);
+    await expect.poll(() => mail.emails.some((m) => [m.to].flat().includes(email)), { timeout: 10_000 }).toBe(true);
+    const link = new URL(firstLink(mail.emails.find((m) => [m.to].flat().includes(email))!.text ?? ''));
+    expect([200, 302]).toContain((await call(link.pathname + link.search, undefined, 'manual')).status);
+    const signIn = await call('/api/auth/sign-in/email', { email, password: PASSWORD });
+    expect(signIn.status, signIn.text).toBe(200);
+    const org = await call('/api/auth/organization/create', {
+      name: 'Hook Org',
+      slug: `hooks-${crypto.randomUUID().slice(0, 8)}`,
+    });
+    expect(org.status, org.text).toBe(200);
+    const active = await call('/api/auth/organization/set-active', { organizationId: org.body.id });
+    expect(active.status, active.text).toBe(200);
+
+    const answers: string[] = [];
+    const wrong: string[] = [];
+    for (const { url, refused, why, reason } of WEBHOOK_URL_CASES) {
+      const res = await call('/api/webhooks', { url, events: ['role.created'] });
+      const line = `${url} (${why}): ${res.status} ${res.text.slice(0, 160)}`;
+      answers.push(line);
+      const right = refused
+        ? res.status === 400 &&
+          res.body?.code === 'VALIDATION_ERROR' &&
+          res.body.details?.length === 1 &&
+          res.body.details[0].path === 'url' &&
+          res.body.details[0].message === reason
+        : res.status === 201 && res.body?.url === url;
+      if (!right) wrong.push(`expected ${refused ? `400 url: ${reason}` : '201'} for ${line}`);
+    }
+    expect(wrong, answers.join('\n')).toEqual([]);
+    const listed = await call('/api/webhooks');
+    expect(listed.status, listed.text).toBe(200);
+    const urls = (Array.isArray(listed.body) ? listed.body : listed.body.items).map((w: { url: string }) => w.url);
+    expect([...urls].sort()).toEqual(
+      WEBHOOK_URL_CASES.filter((c) => !c.refused)
+        .map((c) => c.url)
+        .sort(),
+    );
   });
 });

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { checkWebhookUrl, isPrivateAddress } from '../../src/webhooks/url-policy.js';
+import { WEBHOOK_URL_CASES } from '../support/webhook-url-cases.js';
 
 /**
  * README "Webhooks" URLs: https:// only in production, no private targets in
@@ -99,25 +100,22 @@ describe('webhook URL policy', () => {
     expect(isPrivateAddress('::ffff:808:808')).toBe(false);
   });
 
-  it('refuses the same forms in a URL, as the URL parser writes them', async () => {
-    const policy = { httpsOnly: false, allowPrivate: false };
-    for (const url of [
-      'http://[2002:7f00:1::1]/x',
-      'http://[2002:c0a8:0101::]/x',
-      'http://[64:ff9b:1::a00:1]/x',
-      'http://[64:ff9b:1::127.0.0.1]/x',
-      'http://[::ffff:0:127.0.0.1]/x',
-      'http://[::ffff:0:a9fe:a9fe]/x',
-      'http://[64:ff9b::169.254.169.254]/x',
-      'http://[2001:db8::1]/x',
-      'http://192.0.2.1/x',
-      'http://[fec0::1]/x',
-    ])
-      expect(await checkWebhookUrl(url, policy), url).toEqual({
-        ok: false,
-        reason: 'must not point at a private address',
-      });
-    expect(await checkWebhookUrl('http://[2002:808:808::1]/x', policy)).toMatchObject({ ok: true });
+  it('walks the shared URL table (tests/support/webhook-url-cases.ts) as production does, and as http:// elsewhere', async () => {
+    // The Worker's policy: https:// only, port 443, no name resolved.
+    const production = { httpsOnly: true, allowPrivate: false, allowedPorts: [443] };
+    const elsewhere = { httpsOnly: false, allowPrivate: false };
+    for (const { url, refused, why, reason } of WEBHOOK_URL_CASES) {
+      const verdict = await checkWebhookUrl(url, production);
+      if (refused) expect(verdict, `${url} (${why})`).toEqual({ ok: false, reason });
+      else expect(verdict, `${url} (${why})`).toMatchObject({ ok: true });
+      // The same address rules over http:// where http:// is allowed.
+      if (url.startsWith('https://') && (!refused || reason === 'must not point at a private address')) {
+        const plain = `http://${url.slice('https://'.length)}`;
+        expect(await checkWebhookUrl(plain, elsewhere), `${plain} (${why})`).toEqual(
+          refused ? { ok: false, reason } : expect.objectContaining({ ok: true }),
+        );
+      }
+    }
   });
 
   it('takes only the allowed ports (the scheme default counts), unless private URLs are allowed', async () => {
