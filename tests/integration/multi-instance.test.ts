@@ -32,21 +32,25 @@
  * cookie jar, the mailed links read from the instances' development-email
  * log lines). The owner connection only inspects (and creates/drops the database).
  */
-import { type ChildProcess, spawn } from 'node:child_process';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openPostgres } from '../../src/db/client.js';
 import { migrateToLatest } from '../../src/db/migrate.js';
 import { CookieJar } from '../support/http.js';
-import { eachLine, freePort } from '../support/process.js';
+import {
+  type Answer,
+  type Instance,
+  mailedPath,
+  START_TIMEOUT_MS,
+  sleep,
+  startInstance,
+} from '../support/instances.js';
 import { testServers, withDatabaseName } from '../support/servers.js';
 import { startUpstashServer, type UpstashServer } from '../support/upstash-server.js';
 import { startReceiver, verified } from '../support/webhooks.js';
 
-const ORIGIN = 'http://localhost:3000';
 const PASSWORD = 'correct horse battery staple';
 const CRON_SECRET = `cron-${crypto.randomUUID()}`;
-const START_TIMEOUT_MS = 150_000;
 /**
  * This run's addresses: each in a /64 of its own (the limiter keys IPv6
  * clients by their /64), unique, so the shared Redis (fixed key prefix
@@ -59,101 +63,6 @@ function freshAddress(): string {
   return `2001:db8:${RUN.slice(0, 4)}:${addressCount.toString(16)}::${RUN.slice(4)}`;
 }
 
-interface Answer {
-  status: number;
-  body: any;
-  text: string;
-  headers: Headers;
-}
-
-interface RequestOptions {
-  method?: string;
-  body?: unknown;
-  jar?: CookieJar;
-  /** A raw Cookie header (replayed cookies of a jar that has since signed out). */
-  cookie?: string;
-  ip: string;
-  headers?: Record<string, string>;
-}
-
-interface Instance {
-  name: string;
-  port: number;
-  child: ChildProcess;
-  /** Every JSON log line the process printed (stdout and stderr). */
-  lines: Record<string, any>[];
-  request(path: string, options: RequestOptions): Promise<Answer>;
-  stop(): Promise<void>;
-}
-
-/** `src/server.ts` in a child process of its own, as `npm start` runs it; resolves once it logs server.listening. */
-async function startInstance(name: string, env: Record<string, string>): Promise<Instance> {
-  const port = await freePort();
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/server.ts'], {
-    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', PORT: String(port), ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  const lines: Record<string, any>[] = [];
-  const raw: string[] = [];
-  eachLine(child, (line) => {
-    try {
-      lines.push(JSON.parse(line));
-    } catch {
-      raw.push(line);
-    }
-  });
-  const started = Date.now();
-  while (!lines.some((line) => line.event === 'server.listening')) {
-    if (child.exitCode !== null || child.signalCode !== null || Date.now() - started > START_TIMEOUT_MS) {
-      child.kill('SIGKILL');
-      throw new Error(
-        `instance ${name} did not start (exit ${child.exitCode}): ${JSON.stringify(lines.slice(-5))} ${raw.slice(-10).join('\n')}`,
-      );
-    }
-    await sleep(100);
-  }
-  return {
-    name,
-    port,
-    child,
-    lines,
-    async request(path, options) {
-      const { method = options.body === undefined ? 'GET' : 'POST', body, jar } = options;
-      const headers: Record<string, string> = { origin: ORIGIN, 'x-forwarded-for': options.ip, ...options.headers };
-      if (body !== undefined) headers['content-type'] = 'application/json';
-      const cookie = options.cookie ?? jar?.header();
-      if (cookie) headers.cookie = cookie;
-      const response = await fetch(`http://127.0.0.1:${port}${path}`, {
-        method,
-        headers,
-        body: body === undefined ? undefined : JSON.stringify(body),
-        redirect: 'manual',
-        signal: AbortSignal.timeout(30_000),
-      });
-      const text = await response.text();
-      jar?.store(response);
-      let parsed: any = text;
-      try {
-        parsed = text ? JSON.parse(text) : null;
-      } catch {
-        // not JSON (a redirect's empty body, HTML): keep the text
-      }
-      return { status: response.status, body: parsed, text, headers: response.headers };
-    },
-    stop: () =>
-      new Promise<void>((resolve) => {
-        if (child.exitCode !== null || child.signalCode !== null) return resolve();
-        child.once('exit', () => resolve());
-        child.kill('SIGTERM');
-        setTimeout(() => child.kill('SIGKILL'), 10_000).unref();
-      }),
-  };
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}
-
 /** The status must be `status`; the message carries the answer when it is not. */
 function expectAnswer(answer: Answer, status: number): any {
   expect(answer.status, `${answer.status} ${answer.text.slice(0, 300)}`).toBe(status);
@@ -162,22 +71,6 @@ function expectAnswer(answer: Answer, status: number): any {
 
 function expectError(answer: Answer, status: number, code: string): void {
   expect({ status: answer.status, code: answer.body?.code }, answer.text.slice(0, 300)).toEqual({ status, code });
-}
-
-/** The path and query of the link in the newest mail `via` logged to `email` whose subject matches. */
-async function mailedPath(via: Instance, email: string, subject: RegExp): Promise<string> {
-  for (let i = 0; i < 200; i += 1) {
-    const mail = via.lines
-      .filter((line) => line.event === 'email' && line.to === email && subject.test(String(line.subject)))
-      .at(-1);
-    const link = mail && /https?:\/\/\S+/.exec(String(mail.text))?.[0];
-    if (link) {
-      const url = new URL(link);
-      return `${url.pathname}${url.search}`;
-    }
-    await sleep(50);
-  }
-  throw new Error(`${via.name} logged no mail "${subject}" to ${email}`);
 }
 
 interface User {

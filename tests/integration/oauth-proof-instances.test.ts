@@ -6,118 +6,23 @@
  * takeover left it); B serves that session (its cache warmed). The owner of
  * the address proves it through A (the verification link, or a password
  * reset): the attacker's very next request through B is signed out, and the
- * link is gone. Modelled on tests/integration/multi-instance.test.ts.
+ * link is gone. The instances: tests/support/instances.ts, as in
+ * tests/integration/multi-instance.test.ts.
  *
  * The attacker's session is written as a row with its signed cookie (the
  * library's format: the token, `.`, base64 HMAC-SHA-256 under AUTH_SECRET),
  * since no sign-in can create it any more.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
 import { createHmac } from 'node:crypto';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openPostgres } from '../../src/db/client.js';
 import { migrateToLatest } from '../../src/db/migrate.js';
 import { CookieJar } from '../support/http.js';
-import { eachLine, freePort } from '../support/process.js';
+import { type Instance, mailedPath, START_TIMEOUT_MS, startInstance } from '../support/instances.js';
 import { testServers, withDatabaseName } from '../support/servers.js';
 
-const ORIGIN = 'http://localhost:3000';
-const START_TIMEOUT_MS = 150_000;
 const AUTH_SECRET = `oauth-proof-${crypto.randomUUID()}-${crypto.randomUUID()}`;
-
-interface Answer {
-  status: number;
-  body: any;
-  text: string;
-}
-
-interface Instance {
-  name: string;
-  lines: Record<string, any>[];
-  child: ChildProcess;
-  request(path: string, options?: { body?: unknown; jar?: CookieJar; cookie?: string }): Promise<Answer>;
-  stop(): Promise<void>;
-}
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-async function startInstance(name: string, env: Record<string, string>): Promise<Instance> {
-  const port = await freePort();
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/server.ts'], {
-    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', PORT: String(port), ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  const lines: Record<string, any>[] = [];
-  const raw: string[] = [];
-  eachLine(child, (line) => {
-    try {
-      lines.push(JSON.parse(line));
-    } catch {
-      raw.push(line);
-    }
-  });
-  const started = Date.now();
-  while (!lines.some((line) => line.event === 'server.listening')) {
-    if (child.exitCode !== null || child.signalCode !== null || Date.now() - started > START_TIMEOUT_MS) {
-      child.kill('SIGKILL');
-      throw new Error(
-        `instance ${name} did not start: ${JSON.stringify(lines.slice(-5))} ${raw.slice(-10).join('\n')}`,
-      );
-    }
-    await sleep(100);
-  }
-  return {
-    name,
-    lines,
-    child,
-    async request(path, { body, jar, cookie } = {}) {
-      const headers: Record<string, string> = { origin: ORIGIN, 'x-forwarded-for': '192.0.2.10' };
-      if (body !== undefined) headers['content-type'] = 'application/json';
-      const cookies = cookie ?? jar?.header();
-      if (cookies) headers.cookie = cookies;
-      const response = await fetch(`http://127.0.0.1:${port}${path}`, {
-        method: body === undefined ? 'GET' : 'POST',
-        headers,
-        body: body === undefined ? undefined : JSON.stringify(body),
-        redirect: 'manual',
-        signal: AbortSignal.timeout(30_000),
-      });
-      const text = await response.text();
-      jar?.store(response);
-      let parsed: any = text;
-      try {
-        parsed = text ? JSON.parse(text) : null;
-      } catch {
-        // a redirect's empty body
-      }
-      return { status: response.status, body: parsed, text };
-    },
-    stop: () =>
-      new Promise<void>((resolve) => {
-        if (child.exitCode !== null || child.signalCode !== null) return resolve();
-        child.once('exit', () => resolve());
-        child.kill('SIGTERM');
-        setTimeout(() => child.kill('SIGKILL'), 10_000).unref();
-      }),
-  };
-}
-
-/** The path and query of the link in the newest mail `via` logged to `email` whose subject matches. */
-async function mailedPath(via: Instance, email: string, subject: string): Promise<string> {
-  for (let i = 0; i < 200; i += 1) {
-    const mail = via.lines
-      .filter((line) => line.event === 'email' && line.to === email && line.subject === subject)
-      .at(-1);
-    const link = mail && /https?:\/\/\S+/.exec(String(mail.text))?.[0];
-    if (link) {
-      const url = new URL(link);
-      return `${url.pathname}${url.search}`;
-    }
-    await sleep(50);
-  }
-  throw new Error(`${via.name} logged no mail "${subject}" to ${email}`);
-}
 
 describe('a proof of the address through one instance ends the unproven session on the other', () => {
   let databaseName: string;
