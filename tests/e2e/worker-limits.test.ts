@@ -1,15 +1,17 @@
 import { request as httpRequest } from 'node:http';
-import postgres from 'postgres';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { openPostgres } from '../../src/db/client.js';
-import { migrateToLatest } from '../../src/db/migrate.js';
 import { CookieJar } from '../support/http.js';
 import { withDatabaseName } from '../support/servers.js';
-import { startUpstashServer, type UpstashServer } from '../support/upstash-server.js';
 import { PASSWORD, uniqueEmail } from '../support/users.js';
 import { WEBHOOK_URL_CASES } from '../support/webhook-url-cases.js';
-import { releaseDatabase } from './support/pooler.js';
 import { firstLink, startMailCapture } from './support/servers.js';
+import {
+  createMigratedDatabase,
+  dropDatabase,
+  type RateLimitStoreServer,
+  requiredServers,
+  startRateLimitStore,
+} from './support/worker-env.js';
 import { freePort, randomSecret, startWranglerDev, type WranglerDev } from './support/wrangler.js';
 
 /**
@@ -27,22 +29,6 @@ const APP_ORIGIN = 'http://localhost:3000';
 /** A Redis database of its own (worker.test.ts empties 15), emptied before and after. */
 const REDIS_DB = 14;
 const AUTH_LIMIT = 5;
-
-function requiredServers() {
-  const { TEST_PG_URL, TEST_PG_APP_URL, TEST_POOLER_URL, TEST_POOLER_APP_URL, TEST_REDIS_URL } = process.env;
-  if (!TEST_PG_URL || !TEST_PG_APP_URL || !TEST_POOLER_URL || !TEST_POOLER_APP_URL || !TEST_REDIS_URL) {
-    throw new Error(
-      'The Workers suite needs TEST_PG_URL, TEST_PG_APP_URL, TEST_POOLER_URL, TEST_POOLER_APP_URL and TEST_REDIS_URL: run it through `bash .ci/e2e.sh` after `source .ci/services.sh && services_start`',
-    );
-  }
-  return {
-    pgUrl: TEST_PG_URL,
-    pgAppUrl: TEST_PG_APP_URL,
-    poolerUrl: TEST_POOLER_URL,
-    poolerAppUrl: TEST_POOLER_APP_URL,
-    redisUrl: TEST_REDIS_URL,
-  };
-}
 
 interface RawAnswer {
   status: number;
@@ -100,26 +86,13 @@ function rawRequest(
 describe('the worker in workerd: client addresses and body limits', () => {
   const servers = requiredServers();
   const databaseName = `gatehouse_e2e_${crypto.randomUUID().replaceAll('-', '')}`;
-  let upstash: UpstashServer;
+  let upstash: RateLimitStoreServer;
   let mail: Awaited<ReturnType<typeof startMailCapture>>;
   let worker: WranglerDev;
 
   beforeAll(async () => {
-    const owner = postgres(servers.pgUrl, { max: 1, onnotice: () => {} });
-    await owner.unsafe(`create database "${databaseName}"`);
-    await owner.end();
-    const database = await openPostgres({
-      url: withDatabaseName(servers.pgAppUrl, databaseName),
-      migrationUrl: withDatabaseName(servers.poolerUrl, databaseName),
-      poolMax: 1,
-    });
-    await migrateToLatest(database);
-    await database.close();
-
-    const redisUrl = new URL(servers.redisUrl);
-    redisUrl.pathname = `/${REDIS_DB}`;
-    upstash = await startUpstashServer({ redisUrl: redisUrl.toString(), token: randomSecret(32) });
-    await flushRateLimits();
+    await createMigratedDatabase(servers, databaseName);
+    upstash = await startRateLimitStore(servers, REDIS_DB);
     mail = await startMailCapture();
     const port = await freePort();
     worker = await startWranglerDev({
@@ -148,22 +121,10 @@ describe('the worker in workerd: client addresses and body limits', () => {
 
   afterAll(async () => {
     await worker?.stop();
-    if (upstash) await flushRateLimits();
+    if (upstash) await upstash.flush();
     await Promise.all([upstash?.close(), mail?.close()]);
-    await releaseDatabase(servers.poolerUrl, databaseName).catch(() => {});
-    const owner = postgres(servers.pgUrl, { max: 1, onnotice: () => {} });
-    await owner.unsafe(`drop database if exists "${databaseName}" with (force)`);
-    await owner.end();
+    await dropDatabase(servers, databaseName);
   });
-
-  async function flushRateLimits(): Promise<void> {
-    const res = await fetch(upstash.url, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${upstash.token}` },
-      body: JSON.stringify(['FLUSHDB']),
-    });
-    expect(await res.json()).toEqual({ result: 'OK' });
-  }
 
   beforeEach(({ onTestFailed }) => {
     onTestFailed(() => console.error(`----- wrangler dev output (tail) -----\n${worker?.log().slice(-8_000)}`));

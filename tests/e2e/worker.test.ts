@@ -1,16 +1,19 @@
 import postgres from 'postgres';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { openPostgres } from '../../src/db/client.js';
-import { migrateToLatest } from '../../src/db/migrate.js';
 import { CookieJar } from '../support/http.js';
 import { authenticatorFor, freshCode } from '../support/mfa.js';
 import { ALL_PERMISSIONS } from '../support/orgs.js';
 import { withDatabaseName } from '../support/servers.js';
-import { startUpstashServer, type UpstashServer } from '../support/upstash-server.js';
 import { PASSWORD, uniqueEmail } from '../support/users.js';
 import { type Receiver, selfSignedCertificate, startReceiver, verified } from '../support/webhooks.js';
-import { releaseDatabase } from './support/pooler.js';
 import { firstLink, startMailCapture } from './support/servers.js';
+import {
+  createMigratedDatabase,
+  dropDatabase,
+  type RateLimitStoreServer,
+  requiredServers,
+  startRateLimitStore,
+} from './support/worker-env.js';
 import { freePort, randomSecret, startWranglerDev, type WranglerDev } from './support/wrangler.js';
 
 /**
@@ -39,48 +42,18 @@ const REDIS_DB = 15;
 const AUTH_LIMIT = 10;
 const SESSION_COOKIE = 'gatehouse.session_token';
 
-function requiredServers() {
-  const { TEST_PG_URL, TEST_PG_APP_URL, TEST_POOLER_URL, TEST_POOLER_APP_URL, TEST_REDIS_URL } = process.env;
-  if (!TEST_PG_URL || !TEST_PG_APP_URL || !TEST_POOLER_URL || !TEST_POOLER_APP_URL || !TEST_REDIS_URL) {
-    throw new Error(
-      'The Workers suite needs TEST_PG_URL, TEST_PG_APP_URL, TEST_POOLER_URL, TEST_POOLER_APP_URL and TEST_REDIS_URL: run it through `bash .ci/e2e.sh` after `source .ci/services.sh && services_start`',
-    );
-  }
-  return {
-    pgUrl: TEST_PG_URL,
-    pgAppUrl: TEST_PG_APP_URL,
-    poolerUrl: TEST_POOLER_URL,
-    poolerAppUrl: TEST_POOLER_APP_URL,
-    redisUrl: TEST_REDIS_URL,
-  };
-}
-
 describe('the worker in workerd (wrangler dev) against PostgreSQL and the Upstash protocol', () => {
   const servers = requiredServers();
   const databaseName = `gatehouse_e2e_${crypto.randomUUID().replaceAll('-', '')}`;
-  let upstash: UpstashServer;
+  let upstash: RateLimitStoreServer;
   let mail: Awaited<ReturnType<typeof startMailCapture>>;
   let worker: WranglerDev;
   let receiver: Receiver;
   const emailKey = `re_e2e_${randomSecret(24)}`;
 
   beforeAll(async () => {
-    const owner = postgres(servers.pgUrl, { max: 1, onnotice: () => {} });
-    await owner.unsafe(`create database "${databaseName}"`);
-    await owner.end();
-    // Migrations as the owner, as `npm run db:migrate` does with DATABASE_MIGRATION_URL, through the pooler.
-    const database = await openPostgres({
-      url: withDatabaseName(servers.pgAppUrl, databaseName),
-      migrationUrl: withDatabaseName(servers.poolerUrl, databaseName),
-      poolMax: 1,
-    });
-    await migrateToLatest(database);
-    await database.close();
-
-    const redisUrl = new URL(servers.redisUrl);
-    redisUrl.pathname = `/${REDIS_DB}`;
-    upstash = await startUpstashServer({ redisUrl: redisUrl.toString(), token: randomSecret(32) });
-    await flushRateLimits();
+    await createMigratedDatabase(servers, databaseName);
+    upstash = await startRateLimitStore(servers, REDIS_DB);
     mail = await startMailCapture();
     // An https:// webhook receiver (production takes no other), trusted by workerd through SSL_CERT_FILE:
     // its first answer is a 500, so the retry is the cron trigger's.
@@ -119,22 +92,10 @@ describe('the worker in workerd (wrangler dev) against PostgreSQL and the Upstas
 
   afterAll(async () => {
     await worker?.stop();
-    if (upstash) await flushRateLimits();
+    if (upstash) await upstash.flush();
     await Promise.all([upstash?.close(), mail?.close(), receiver?.close()]);
-    await releaseDatabase(servers.poolerUrl, databaseName).catch(() => {});
-    const owner = postgres(servers.pgUrl, { max: 1, onnotice: () => {} });
-    await owner.unsafe(`drop database if exists "${databaseName}" with (force)`);
-    await owner.end();
+    await dropDatabase(servers, databaseName);
   });
-
-  async function flushRateLimits(): Promise<void> {
-    const res = await fetch(upstash.url, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${upstash.token}` },
-      body: JSON.stringify(['FLUSHDB']),
-    });
-    expect(await res.json()).toEqual({ result: 'OK' });
-  }
 
   beforeEach(({ onTestFailed }) => {
     onTestFailed(() => console.error(`----- wrangler dev output (tail) -----\n${worker?.log().slice(-8_000)}`));
@@ -354,7 +315,7 @@ describe('the worker in workerd (wrangler dev) against PostgreSQL and the Upstas
 
   it('enables TOTP and signs in with the second factor: held back, then a multi-factor session', async () => {
     // A fresh auth-tier budget for this address: the walk above spent most of it.
-    await flushRateLimits();
+    await upstash.flush();
     // A sensitive action (docs/security.md "Sensitive actions and step-up"): the password sign-in above may be
     // more than STEP_UP_MAX_AGE (600 s) old on a slow machine, so this session proves the password again first.
     const wrong = await json(await call('/api/session/step-up', { body: { password: 'not the password' }, jar }), 401);
