@@ -79,7 +79,7 @@ async function signInEmail(c: Context<AppEnv>): Promise<string | null> {
 }
 
 /** One reserved attempt of an account's failure budget. */
-export interface AccountAttempt {
+interface AccountAttempt {
   /** Gives the attempt back unless it `failed`; a lost refund is logged and errs on the side of the account. */
   settle(failed: boolean): Promise<void>;
 }
@@ -91,7 +91,7 @@ export interface AccountAttempt {
  * (routes/session.ts) spend the same budget. 429 when it is spent, 503 when
  * the store does not answer (fail closed).
  */
-export async function reserveAccountAttempt(
+async function reserveAccountAttempt(
   {
     config,
     store,
@@ -122,6 +122,28 @@ export async function reserveAccountAttempt(
       });
     },
   };
+}
+
+/**
+ * Runs `run` with one attempt of the account tier reserved for `email`,
+ * given back when it did not fail (`failed` of its result; a throw counts as
+ * a failure): the one spelling of password sign-in, step-up and
+ * verify-password's budget.
+ */
+export async function withAccountAttempt<T>(
+  deps: Parameters<typeof reserveAccountAttempt>[0],
+  email: string,
+  run: () => Promise<T>,
+  failed: (result: T) => boolean,
+): Promise<T> {
+  const attempt = await reserveAccountAttempt(deps, email);
+  let outcome: { result: T } | null = null;
+  try {
+    outcome = { result: await run() };
+    return outcome.result;
+  } finally {
+    await attempt.settle(outcome === null || failed(outcome.result));
+  }
 }
 
 export interface RateLimitOptions {
@@ -222,11 +244,11 @@ export function rateLimit({
     const email =
       c.req.method === 'POST' && normalizePath(c.req.path) === PASSWORD_SIGN_IN_PATH ? await signInEmail(c) : null;
     if (!email) return next();
-    const attempt = await reserveAccountAttempt({ config, store, clock, logger: c.get('logger') }, email);
-    try {
-      await next();
-    } finally {
-      await attempt.settle(c.res.status === 401);
-    }
+    await withAccountAttempt(
+      { config, store, clock, logger: c.get('logger') },
+      email,
+      () => next(),
+      () => c.res.status === 401,
+    );
   };
 }

@@ -22,7 +22,7 @@ import { forwardedRequest, spendInvitationBudget } from '../library/request.js';
 import { LIBRARY_ROUTES } from '../library/routes.js';
 import { afterSecondFactorCall, beforeSecondFactorCall } from '../library/second-factor-calls.js';
 import { access, guard, loadSession } from '../middleware/guard.js';
-import { reserveAccountAttempt } from '../middleware/rate-limit.js';
+import { withAccountAttempt } from '../middleware/rate-limit.js';
 import type { RateLimitStore } from '../rate-limit-store.js';
 import { createRouter, defineRoute } from '../router.js';
 import type { AppEnv, Clock } from '../types.js';
@@ -236,17 +236,12 @@ export function authRoutes({ auth, config, db, store, clock }: Deps) {
     async (c: Context<AppEnv>): Promise<Response> => {
       const email = c.get('session')?.user.email;
       if (!config.rateLimit.enabled || !email) return handler(c);
-      const attempt = await reserveAccountAttempt(
+      return withAccountAttempt(
         { config: config.rateLimit, store, clock, logger: c.get('logger') },
         email,
+        () => handler(c),
+        (answer) => !answer.ok,
       );
-      let answer: Response | undefined;
-      try {
-        answer = await handler(c);
-        return answer;
-      } finally {
-        await attempt.settle(!answer?.ok);
-      }
     };
 
   for (const route of LIBRARY_ROUTES) {

@@ -7,7 +7,7 @@ import type { Config } from '../config.js';
 import type { DB } from '../db/database.js';
 import { ApiError } from '../errors.js';
 import { access, loadSession, sessionOf } from '../middleware/guard.js';
-import { type AccountAttempt, reserveAccountAttempt } from '../middleware/rate-limit.js';
+import { withAccountAttempt } from '../middleware/rate-limit.js';
 import { PLATFORM_ROLES } from '../permissions.js';
 import type { RateLimitStore } from '../rate-limit-store.js';
 import { createRouter, defineRoute, ErrorSchema, jsonContent } from '../router.js';
@@ -148,18 +148,15 @@ export function sessionRoutes(deps: Deps) {
       const session = sessionOf(c);
       const body = c.req.valid('json');
       // The budget wrong sign-in passwords spend for this account.
-      const attempt: AccountAttempt | null = config.rateLimit.enabled
-        ? await reserveAccountAttempt(
+      const prove = () => provedFactors(deps, session, body);
+      const proved = config.rateLimit.enabled
+        ? await withAccountAttempt(
             { config: config.rateLimit, store, clock, logger: c.get('logger') },
             session.user.email,
+            prove,
+            (result) => result === null,
           )
-        : null;
-      let proved: { secondFactor: boolean } | null = null;
-      try {
-        proved = await provedFactors(deps, session, body);
-      } finally {
-        await attempt?.settle(proved === null);
-      }
+        : await prove();
       // One answer for every failure: which factor was wrong is not said.
       if (!proved) throw new ApiError('INVALID_CREDENTIALS', 'Invalid credentials');
       const at = clock();
