@@ -4,6 +4,7 @@ import { createTestApp, type TestApp } from '../support/app.js';
 import { CookieJar, call, expectError, expectStatus, mailsTo } from '../support/http.js';
 import {
   completeOAuth,
+  nextProviderId,
   OAUTH_ENV,
   type ProviderIdentity,
   type ProviderStub,
@@ -24,11 +25,6 @@ import { signedInUser, uniqueEmail } from '../support/users.js';
 describe('linking a provider identity to an existing account', () => {
   let t: TestApp;
   let stub: ProviderStub;
-  let ids = 9000;
-  const nextId = () => {
-    ids += 1;
-    return String(ids);
-  };
   const IP = '198.51.100.23';
   const UA = 'LinkTester/2.0 (X11; Linux x86_64)';
 
@@ -53,7 +49,7 @@ describe('linking a provider identity to an existing account', () => {
     const owner = await signedInUser(t);
     const github: ProviderIdentity = {
       provider: 'github',
-      id: nextId(),
+      id: nextProviderId(),
       email: owner.email.toUpperCase(),
       verified: true,
     };
@@ -100,7 +96,12 @@ describe('linking a provider identity to an existing account', () => {
   it('Google: the notice names Google', async () => {
     const owner = await signedInUser(t);
     const jar = new CookieJar();
-    const google: ProviderIdentity = { provider: 'google', id: `g-${nextId()}`, email: owner.email, verified: true };
+    const google: ProviderIdentity = {
+      provider: 'google',
+      id: `g-${nextProviderId()}`,
+      email: owner.email,
+      verified: true,
+    };
     expect(redirectOf(await completeOAuth(t, google, stub, { jar, ip: IP, userAgent: UA })).error).toBeNull();
     expect(await signedInAs(jar)).toBe(owner.id);
     expect(linkNotices(owner.email).map((m) => m.subject)).toEqual(['Google was linked to your account']);
@@ -112,7 +113,12 @@ describe('linking a provider identity to an existing account', () => {
   it('Google with email_verified false reaches nobody', async () => {
     const owner = await signedInUser(t);
     const jar = new CookieJar();
-    const google: ProviderIdentity = { provider: 'google', id: `g-${nextId()}`, email: owner.email, verified: false };
+    const google: ProviderIdentity = {
+      provider: 'google',
+      id: `g-${nextProviderId()}`,
+      email: owner.email,
+      verified: false,
+    };
     expect(redirectOf(await completeOAuth(t, google, stub, { jar })).error).toBe('email_not_verified');
     expect(await signedInAs(jar)).toBeNull();
     expect(linkNotices(owner.email)).toEqual([]);
@@ -123,8 +129,9 @@ describe('linking a provider identity to an existing account', () => {
     const email = uniqueEmail('newcomer');
     const jar = new CookieJar();
     expect(
-      redirectOf(await completeOAuth(t, { provider: 'github', id: nextId(), email, verified: true }, stub, { jar }))
-        .error,
+      redirectOf(
+        await completeOAuth(t, { provider: 'github', id: nextProviderId(), email, verified: true }, stub, { jar }),
+      ).error,
     ).toBeNull();
     const userId = await signedInAs(jar);
     expect(userId).not.toBeNull();
@@ -146,7 +153,7 @@ describe('linking a provider identity to an existing account', () => {
         .executeTakeFirstOrThrow();
       return user.id as string;
     });
-    const github: ProviderIdentity = { provider: 'github', id: nextId(), email, verified: true };
+    const github: ProviderIdentity = { provider: 'github', id: nextProviderId(), email, verified: true };
     const jar = new CookieJar();
     expect(redirectOf(await completeOAuth(t, github, stub, { jar })).error).toBe('account_not_linked');
     expect(await signedInAs(jar)).toBeNull();
@@ -156,7 +163,7 @@ describe('linking a provider identity to an existing account', () => {
   describe('/link-social from a signed-in session', () => {
     it('links a provider-verified identity of the same address: mailed and audited', async () => {
       const owner = await signedInUser(t);
-      const github: ProviderIdentity = { provider: 'github', id: nextId(), email: owner.email, verified: true };
+      const github: ProviderIdentity = { provider: 'github', id: nextProviderId(), email: owner.email, verified: true };
       const answer = await completeOAuth(t, github, stub, { jar: owner.jar, link: true, ip: IP, userAgent: UA });
       const { url, error } = redirectOf(answer);
       expect(error).toBeNull();
@@ -175,7 +182,12 @@ describe('linking a provider identity to an existing account', () => {
 
     it('refuses an identity whose address the provider did not verify', async () => {
       const owner = await signedInUser(t);
-      const github: ProviderIdentity = { provider: 'github', id: nextId(), email: owner.email, verified: false };
+      const github: ProviderIdentity = {
+        provider: 'github',
+        id: nextProviderId(),
+        email: owner.email,
+        verified: false,
+      };
       const answer = await completeOAuth(t, github, stub, { jar: owner.jar, link: true });
       expect(redirectOf(answer).error).toBe('email_not_verified');
       expect(linkNotices(owner.email)).toEqual([]);

@@ -3,6 +3,7 @@ import { createTestApp, type TestApp } from '../support/app.js';
 import { CookieJar, call, expectStatus, linkIn, mailsTo, PASSWORD, pathOf } from '../support/http.js';
 import {
   completeOAuth,
+  nextProviderId,
   OAUTH_ENV,
   type ProviderIdentity,
   type ProviderStub,
@@ -22,11 +23,6 @@ import { uniqueEmail } from '../support/users.js';
 describe('proving an address strips what the unverified account held', () => {
   let t: TestApp;
   let stub: ProviderStub;
-  let ids = 8000;
-  const nextId = () => {
-    ids += 1;
-    return String(ids);
-  };
 
   beforeAll(async () => {
     stub = stubProviders();
@@ -48,7 +44,7 @@ describe('proving an address strips what the unverified account held', () => {
    */
   async function takenOver() {
     const email = uniqueEmail('victim');
-    const githubId = nextId();
+    const githubId = nextProviderId();
     const userId = await t.database.withOwner(async (owner) => {
       const user = await owner
         .insertInto('users')
@@ -181,7 +177,7 @@ describe('proving an address strips what the unverified account held', () => {
     await PROOF_PATHS[0]![1](email);
     // The owner, now verified, links GitHub (a provider-verified address equal to the account's) and signs in.
     const ownerJar = new CookieJar();
-    const owned: ProviderIdentity = { ...attacker, id: nextId(), email, verified: true };
+    const owned: ProviderIdentity = { ...attacker, id: nextProviderId(), email, verified: true };
     expect(redirectOf(await completeOAuth(t, owned, stub, { jar: ownerJar })).error).toBeNull();
     expect(await signedInAs(ownerJar)).toBe(userId);
     const link = mailsTo(t, email).findLast((m) => m.subject === 'Verify your email address')!;

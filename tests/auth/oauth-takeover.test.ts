@@ -3,6 +3,7 @@ import { createTestApp, type TestApp } from '../support/app.js';
 import { CookieJar, call, expectError, expectStatus, linkIn, mailsTo, PASSWORD, pathOf } from '../support/http.js';
 import {
   completeOAuth,
+  nextProviderId,
   OAUTH_ENV,
   type ProviderIdentity,
   type ProviderStub,
@@ -22,14 +23,9 @@ import { signedInUser, uniqueEmail } from '../support/users.js';
 describe('OAuth sign-in with an address the provider did not verify', () => {
   let t: TestApp;
   let stub: ProviderStub;
-  let githubIds = 7000;
-  const nextId = () => {
-    githubIds += 1;
-    return String(githubIds);
-  };
   const githubOf = (email: string, verified: boolean): ProviderIdentity => ({
     provider: 'github',
-    id: nextId(),
+    id: nextProviderId(),
     email,
     verified,
   });

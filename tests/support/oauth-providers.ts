@@ -20,6 +20,14 @@ export interface ProviderIdentity {
   name?: string;
 }
 
+/** From a random base: test files in other workers may share one PostgreSQL database. */
+let providerIds = Math.floor(Math.random() * 1e12);
+/** A provider-side account id no other test has used (the stub answers whatever identity it is given). */
+export function nextProviderId(): string {
+  providerIds += 1;
+  return String(providerIds);
+}
+
 export interface ProviderStub {
   /** Registers an identity; the code to complete a sign-in as it. */
   identity(identity: ProviderIdentity): string;
