@@ -94,7 +94,7 @@ export default defineConfig({
             'tests/webhooks/**/*.test.ts',
             'tests/routes/webhooks.test.ts',
             'tests/middleware/rate-limit*.test.ts',
-            'tests/rate-limit-store.test.ts',
+            'tests/platform/rate-limit-store.test.ts',
             'tests/integration/**/*.test.ts',
           ],
           execArgv: ['--expose-gc'],

@@ -38,7 +38,7 @@ export async function build() {
   await Promise.all([
     esbuild({
       ...common,
-      entryPoints: ['src/server.ts'],
+      entryPoints: ['src/entries/server.ts'],
       outfile: OUTFILE,
       platform: 'node',
       target: 'node20.19',

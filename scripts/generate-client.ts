@@ -10,10 +10,10 @@ import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import openapiTS, { astToString } from 'openapi-typescript';
 import { createApp } from '../src/app.js';
-import { parseConfig } from '../src/config.js';
 import { openPostgres } from '../src/db/client.js';
-import { createLogger } from '../src/logger.js';
-import { createMemoryStore } from '../src/rate-limit-store.js';
+import { createMemoryStore } from '../src/platform/rate-limit-store.js';
+import { parseConfig } from '../src/shared/config.js';
+import { createLogger } from '../src/shared/logger.js';
 
 const OUTFILE = join(import.meta.dirname, '..', 'src', 'client', 'schema.d.ts');
 const HEADER = `/**

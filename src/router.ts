@@ -1,10 +1,10 @@
 import { createRoute, OpenAPIHono, type RouteConfig, z as zo } from '@hono/zod-openapi';
 import type { Context } from 'hono';
 import type { z } from 'zod';
-import { ApiError, type ErrorDetail, renderError } from './errors.js';
 import { requireJson } from './middleware/body-limit.js';
 import { type Access, guard } from './middleware/guard.js';
-import type { AppEnv } from './types.js';
+import { ApiError, type ErrorDetail, renderError } from './shared/errors.js';
+import type { AppEnv } from './shared/types.js';
 
 /** zod issues as the contract's `details`: `[{ path: "scopes.0", message }]`. */
 export function validationDetails(error: z.ZodError): ErrorDetail[] {

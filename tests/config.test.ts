@@ -8,7 +8,7 @@ import {
   EXAMPLE_AUTH_SECRET,
   LIBRARY_DEFAULT_SECRET,
   parseConfig,
-} from '../src/config.js';
+} from '../src/shared/config.js';
 import { UUID_V4 } from './support/http.js';
 import { freePort } from './support/process.js';
 
@@ -517,9 +517,9 @@ interface Entry {
   waitForEvent(event: string, timeoutMs: number): Promise<Record<string, unknown>>;
 }
 
-/** `node --import tsx src/server.ts` with exactly `env` (plus PATH and HOME): nothing leaks in from this process. */
+/** `node --import tsx src/entries/server.ts` with exactly `env` (plus PATH and HOME): nothing leaks in from this process. */
 function startEntry(env: Record<string, string>): Entry {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/server.ts'], {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/entries/server.ts'], {
     cwd: ROOT,
     env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: process.env.HOME ?? '/tmp', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -588,7 +588,7 @@ async function expectRefusal(env: Record<string, string>) {
   }
 }
 
-describe('the Node entry (src/server.ts)', { timeout: 180_000 }, () => {
+describe('the Node entry (src/entries/server.ts)', { timeout: 180_000 }, () => {
   it('exits 1 in production without AUTH_SECRET, naming it', async () => {
     const output = await expectRefusal({
       NODE_ENV: 'production',

@@ -1,7 +1,7 @@
 import { HTTPException } from 'hono/http-exception';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { ApiError, describeError, ERROR_STATUS, type ErrorCode, toApiError } from '../src/errors.js';
 import { access, guard } from '../src/middleware/guard.js';
+import { ApiError, describeError, ERROR_STATUS, type ErrorCode, toApiError } from '../src/shared/errors.js';
 import { createTestApp, type TestApp } from './support/app.js';
 import { UUID_V4 } from './support/http.js';
 

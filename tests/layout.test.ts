@@ -58,21 +58,9 @@ describe('import layout', () => {
   });
 
   it('db knows no HTTP and nothing above it', () => {
-    const db = (file: string) => file.startsWith('db/') && file !== 'db/migrate-cli.ts';
-    // permissions.ts is the permission table, a leaf of data; types.ts is read for types only.
+    const db = under('db/');
     const allowed = (target: string) =>
-      target.startsWith('db/') ||
-      [
-        'errors.ts',
-        'config.ts',
-        'config-schema.ts',
-        'logger.ts',
-        'clock.ts',
-        'request-scope.ts',
-        'permissions.ts',
-        'types.ts',
-      ].includes(target) ||
-      target.startsWith('../migrations/');
+      target.startsWith('db/') || target.startsWith('shared/') || target.startsWith('../migrations/');
     expect(violations(db, (target) => !allowed(target))).toEqual([]);
     const http = [...graph]
       .filter(
@@ -121,25 +109,21 @@ describe('import layout', () => {
     ).toEqual([]);
   });
 
-  it('the leaves (errors, config, logger, clock, permissions, stores) import nothing above them', () => {
-    const leaves = [
-      'errors.ts',
-      'config.ts',
-      'config-schema.ts',
-      'logger.ts',
-      'clock.ts',
-      'permissions.ts',
-      'client-address.ts',
-      'rate-limit-store.ts',
-      'request-scope.ts',
-    ];
-    // types.ts is read for types only (errors.ts renders with the app's Context type).
+  it('the shared leaves (shared/) import only each other; platform adapters only leaves', () => {
+    // shared/types.ts is read for types only (AppEnv names the session and the database handle).
     expect(
       violations(
-        (file) => leaves.includes(file),
-        (target) => !leaves.includes(target) && target !== 'types.ts',
+        (file) => file.startsWith('shared/') && file !== 'shared/types.ts',
+        (target) => !target.startsWith('shared/'),
       ),
     ).toEqual([]);
+    expect(
+      violations(under('platform/'), (target) => !target.startsWith('shared/') && !target.startsWith('platform/')),
+    ).toEqual([]);
+  });
+
+  it('nothing imports an entry but another entry', () => {
+    expect(violations((file) => !file.startsWith('entries/'), under('entries/'))).toEqual([]);
   });
 
   it('middleware imports no route, no app and no database code', () => {
@@ -182,7 +166,7 @@ describe('import layout', () => {
   it('only the entries import app.ts', () => {
     expect(
       violations(
-        (file) => file !== 'server.ts' && file !== 'worker.ts',
+        (file) => !file.startsWith('entries/'),
         (target) => target === 'app.ts',
       ),
     ).toEqual([]);

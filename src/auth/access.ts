@@ -1,4 +1,4 @@
-import type { Permission, PlatformRole } from '../permissions.js';
+import type { Permission, PlatformRole } from '../shared/permissions.js';
 
 /**
  * How a route is reached (spec §4 and API.md "access"): public, optional-auth,

@@ -1,10 +1,10 @@
 import type { BetterAuthOptions, BetterAuthPlugin } from 'better-auth';
 import { APIError, createAuthMiddleware, isAPIError } from 'better-auth/api';
 import type { Kysely } from 'kysely';
-import { clientIpFromForwardedFor } from '../client-address.js';
-import type { Config } from '../config.js';
 import { recordAudit } from '../db/audit.js';
-import type { DB } from '../db/database.js';
+import type { Database } from '../db/database.js';
+import { clientIpFromForwardedFor } from '../shared/client-address.js';
+import type { Config } from '../shared/config.js';
 import type { Mailer } from './email.js';
 import { keepsItsCase } from './email-address.js';
 import { completeLibraryProof } from './email-proof.js';
@@ -87,7 +87,7 @@ export function originOf(request: Request | undefined, config: Config, at = new 
 
 interface Deps {
   config: Config;
-  db: Kysely<DB>;
+  db: Kysely<Database>;
   mailer: Mailer;
   background: (task: Promise<unknown>) => void;
 }

@@ -1,12 +1,12 @@
 import type { Kysely } from 'kysely';
-import type { Config } from '../config.js';
-import type { DB } from '../db/database.js';
+import type { Database } from '../db/database.js';
 import { keyByDigest, touchKey } from '../db/queries/api-keys.js';
-import { ApiError, describeError, tooMany } from '../errors.js';
-import type { Logger } from '../logger.js';
-import type { RateLimitStore } from '../rate-limit-store.js';
-import { currentRequestScope } from '../request-scope.js';
-import type { Clock, EnrichedSession } from '../types.js';
+import type { RateLimitStore } from '../platform/rate-limit-store.js';
+import type { Config } from '../shared/config.js';
+import { ApiError, describeError, tooMany } from '../shared/errors.js';
+import type { Logger } from '../shared/logger.js';
+import { currentRequestScope } from '../shared/request-scope.js';
+import type { Clock, EnrichedSession } from '../shared/types.js';
 import { isWellFormedKey, lookupDigest, verifyKey } from './api-key-material.js';
 import { loadSessionState, type SessionStateRow } from './session.js';
 import type { SessionStateCache } from './session-state-cache.js';
@@ -37,7 +37,7 @@ export function createApiKeyResolver({
   background = (task) => void task,
   cache,
 }: {
-  db: Kysely<DB>;
+  db: Kysely<Database>;
   config: Config;
   store: RateLimitStore;
   clock: Clock;

@@ -2,14 +2,14 @@ import { type BetterAuthOptions, betterAuth } from 'better-auth';
 import { magicLink, organization } from 'better-auth/plugins';
 import { defaultAc, ownerAc } from 'better-auth/plugins/organization/access';
 import type { Kysely } from 'kysely';
-import type { Clock } from '../clock.js';
-import type { Config } from '../config.js';
 import { ambientAware } from '../db/ambient.js';
 import type { SchemalessDb } from '../db/client.js';
-import type { DB } from '../db/database.js';
-import { describeError } from '../errors.js';
-import type { Events } from '../events.js';
-import type { Logger } from '../logger.js';
+import type { Database } from '../db/database.js';
+import type { Clock } from '../shared/clock.js';
+import type { Config } from '../shared/config.js';
+import { describeError } from '../shared/errors.js';
+import type { Events } from '../shared/events.js';
+import type { Logger } from '../shared/logger.js';
 import { accountEvents } from './account-events.js';
 import type { Mailer } from './email.js';
 import { proveEmailOwnership } from './email-proof.js';
@@ -42,7 +42,7 @@ const pluginAccess = {
 
 export interface AuthDeps {
   config: Config;
-  db: Kysely<DB>;
+  db: Kysely<Database>;
   mailer: Mailer;
   logger: Logger;
   events: Events;

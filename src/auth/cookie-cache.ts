@@ -1,6 +1,6 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { parse } from 'hono/utils/cookie';
-import type { Config } from '../config.js';
+import type { Config } from '../shared/config.js';
 import { COOKIE_PREFIX } from './auth.js';
 
 export interface CachedSession {

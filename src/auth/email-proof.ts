@@ -1,6 +1,6 @@
 import type { Kysely, Transaction } from 'kysely';
 import { runInTransaction } from '../db/ambient.js';
-import type { DB } from '../db/database.js';
+import type { Database } from '../db/database.js';
 
 /** What a proof took away from the account. */
 export interface EmailProof {
@@ -30,7 +30,7 @@ export interface EmailProof {
  * themselves; the magic link, whose library step does the first half, ends
  * with `completeLibraryProof`.
  */
-export async function proveEmailOwnership(db: Kysely<DB>, userId: string): Promise<EmailProof | null> {
+export async function proveEmailOwnership(db: Kysely<Database>, userId: string): Promise<EmailProof | null> {
   return runInTransaction(db, async (trx) => {
     const user = await trx
       .selectFrom('users')
@@ -55,11 +55,11 @@ export async function proveEmailOwnership(db: Kysely<DB>, userId: string): Promi
  * (better-auth `revokeUnprovenAccountAccess`); the rest of the rule follows
  * (passkeys, second factors).
  */
-export async function completeLibraryProof(db: Kysely<DB>, userId: string): Promise<EmailProof> {
+export async function completeLibraryProof(db: Kysely<Database>, userId: string): Promise<EmailProof> {
   return runInTransaction(db, (trx) => removeUnprovenAccess(trx, userId));
 }
 
-async function removeUnprovenAccess(trx: Transaction<DB>, userId: string): Promise<EmailProof> {
+async function removeUnprovenAccess(trx: Transaction<Database>, userId: string): Promise<EmailProof> {
   const links = await trx
     .deleteFrom('accounts')
     .where('user_id', '=', userId)

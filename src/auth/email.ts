@@ -1,7 +1,7 @@
 import { Resend } from 'resend';
-import type { Config } from '../config.js';
-import type { Events } from '../events.js';
-import type { Logger } from '../logger.js';
+import type { Config } from '../shared/config.js';
+import type { Events } from '../shared/events.js';
+import type { Logger } from '../shared/logger.js';
 
 /**
  * What a mail is for: each kind has its own hourly budget per recipient

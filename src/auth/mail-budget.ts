@@ -1,6 +1,6 @@
-import type { Config } from '../config.js';
-import type { Logger } from '../logger.js';
-import type { RateLimitStore, RateLimitTier } from '../rate-limit-store.js';
+import type { RateLimitStore, RateLimitTier } from '../platform/rate-limit-store.js';
+import type { Config } from '../shared/config.js';
+import type { Logger } from '../shared/logger.js';
 import type { EmailMessage, Mailer, MailKind } from './email.js';
 import { canonicalEmail } from './email-address.js';
 import { escapeHtml } from './email-templates.js';

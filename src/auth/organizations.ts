@@ -1,9 +1,9 @@
 import type { Kysely } from 'kysely';
 import { runInTransaction } from '../db/ambient.js';
-import type { DB } from '../db/database.js';
+import type { Database } from '../db/database.js';
 import { libraryRoleFor, seedDefaultRoles } from '../db/queries/roles.js';
 import { setTenant } from '../db/tenant.js';
-import type { Events } from '../events.js';
+import type { Events } from '../shared/events.js';
 
 /**
  * Spec §6 ORGANIZATION_CREATED: seed the four default roles, then give the
@@ -11,7 +11,7 @@ import type { Events } from '../events.js';
  * create request (src/routes/auth.ts), so a failure here rolls the whole
  * organization back; called outside one, it opens its own.
  */
-export function registerOrganizationHandlers({ events, db }: { events: Events; db: Kysely<DB> }): void {
+export function registerOrganizationHandlers({ events, db }: { events: Events; db: Kysely<Database> }): void {
   events.on('ORGANIZATION_CREATED', async ({ organizationId, creatorUserId }) => {
     await runInTransaction(db, async (trx) => {
       await setTenant(trx, organizationId);

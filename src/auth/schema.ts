@@ -29,7 +29,7 @@ import type {
   DBFieldAttribute,
 } from 'better-auth';
 import type { Invitation, Member, Organization, OrganizationOptions } from 'better-auth/plugins';
-import { PLATFORM_ROLES } from '../permissions.js';
+import { PLATFORM_ROLES } from '../shared/permissions.js';
 
 /** `emailVerified` -> `email_verified` at the type level. */
 type SnakeCase<S extends string> = S extends `${infer Head}${infer Tail}`

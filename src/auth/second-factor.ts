@@ -7,9 +7,9 @@ import { deleteSessionCookie } from 'better-auth/cookies';
 import { generateRandomString, symmetricDecrypt } from 'better-auth/crypto';
 import { twoFactor } from 'better-auth/plugins';
 import type { Kysely } from 'kysely';
-import type { Clock } from '../clock.js';
-import type { Config } from '../config.js';
-import type { DB } from '../db/database.js';
+import type { Database } from '../db/database.js';
+import type { Clock } from '../shared/clock.js';
+import type { Config } from '../shared/config.js';
 
 /**
  * API.md "Multi-factor authentication": better-auth's twoFactor and passkey
@@ -107,7 +107,7 @@ export const sessionMfaField = {
 } as const;
 
 /** Whether the account has a password (a credential account holding one). */
-export async function hasPassword(db: Kysely<DB>, userId: string): Promise<boolean> {
+export async function hasPassword(db: Kysely<Database>, userId: string): Promise<boolean> {
   const row = await db
     .selectFrom('accounts')
     .select('id')
@@ -128,7 +128,7 @@ export type SecretKey = Parameters<typeof symmetricDecrypt>[0]['key'];
  * conditional UPDATE so two requests with one code cannot both pass.
  */
 export async function acceptTotpCode(
-  db: Kysely<DB>,
+  db: Kysely<Database>,
   { key, userId, code }: { key: SecretKey; userId: string; code: string },
 ): Promise<'accepted' | 'replayed' | 'wrong'> {
   const row = await db
@@ -161,7 +161,7 @@ export async function acceptTotpCode(
 export const CODE_LOCKOUT = { maxFailedAttempts: 10, durationSeconds: 900 } as const;
 
 /** Whether the account's codes are locked now (a lock written by the plugin or by `recordCodeOutcome`). */
-export async function codesLocked(db: Kysely<DB>, userId: string): Promise<boolean> {
+export async function codesLocked(db: Kysely<Database>, userId: string): Promise<boolean> {
   const row = await db
     .selectFrom('two_factors')
     .select('locked_until')
@@ -176,7 +176,7 @@ export async function codesLocked(db: Kysely<DB>, userId: string): Promise<boole
  * codes; a success clears the count, as the plugin does. The plugin writes
  * the lock by the real time, so this does too.
  */
-export async function recordCodeOutcome(db: Kysely<DB>, userId: string, accepted: boolean): Promise<void> {
+export async function recordCodeOutcome(db: Kysely<Database>, userId: string, accepted: boolean): Promise<void> {
   if (accepted) {
     await db
       .updateTable('two_factors')
@@ -203,7 +203,7 @@ export async function recordCodeOutcome(db: Kysely<DB>, userId: string, accepted
 
 /** Spends one of the user's backup codes: true when it was unspent (one conditional UPDATE, so once only). */
 export async function consumeBackupCode(
-  db: Kysely<DB>,
+  db: Kysely<Database>,
   { secret, userId, code }: { secret: string; userId: string; code: string },
 ): Promise<boolean> {
   const row = await db
@@ -293,7 +293,7 @@ export function secondFactorHooks({
   clock = () => new Date(),
 }: {
   config: Config;
-  db: Kysely<DB>;
+  db: Kysely<Database>;
   /** Dates the proofs; the guard judges freshness by the same clock. */
   clock?: Clock;
 }) {

@@ -1,9 +1,9 @@
 import { type Kysely, sql } from 'kysely';
-import type { Config } from '../config.js';
-import type { Database } from '../db/client.js';
-import type { DB } from '../db/database.js';
+import type { DatabaseHandle } from '../db/client.js';
+import type { Database } from '../db/database.js';
 import { purgeAfter } from '../db/queries/accounts.js';
-import type { Clock, EnrichedSession, SessionResolver } from '../types.js';
+import type { Config } from '../shared/config.js';
+import type { Clock, EnrichedSession, SessionResolver } from '../shared/types.js';
 import type { Auth } from './auth.js';
 import { createCookieCacheVerifier } from './cookie-cache.js';
 import { createSessionStateCache, SESSION_STATE_CHANNEL, type SessionStateCache } from './session-state-cache.js';
@@ -33,7 +33,7 @@ export interface SessionStateRow {
  * (migrations/0002 session_state).
  */
 export async function loadSessionState(
-  db: Kysely<DB>,
+  db: Kysely<Database>,
   sessionId: string,
   userId: string,
   organizationId: string | null = null,
@@ -86,7 +86,7 @@ export function createSessionResolver({
   clock = () => new Date(),
 }: {
   auth: Auth;
-  db: Kysely<DB>;
+  db: Kysely<Database>;
   graceDays: number;
   config: Config;
   cache?: SessionStateCache<SessionStateRow>;
@@ -157,7 +157,9 @@ export function createSessionResolver({
  * Builds a session-state cache that the database clears whenever what it
  * holds changes (migrations/0005). Node entry and tests; not Workers.
  */
-export async function listenForSessionStateChanges(database: Database): Promise<SessionStateCache<SessionStateRow>> {
+export async function listenForSessionStateChanges(
+  database: DatabaseHandle,
+): Promise<SessionStateCache<SessionStateRow>> {
   const cache = createSessionStateCache<SessionStateRow>();
   await database.listen(SESSION_STATE_CHANNEL, () => cache.clear());
   return cache;
@@ -172,7 +174,7 @@ export async function listenForSessionStateChanges(database: Database): Promise<
  * there every authenticated request reads its one statement, as on Workers.
  */
 export async function sessionStateCacheFor(
-  database: Database,
+  database: DatabaseHandle,
 ): Promise<SessionStateCache<SessionStateRow> | undefined> {
   return database.kind === 'pglite' ? listenForSessionStateChanges(database) : undefined;
 }

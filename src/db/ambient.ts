@@ -1,6 +1,6 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { Kysely, Transaction } from 'kysely';
-import type { DB } from './database.js';
+import type { Database } from './database.js';
 
 /**
  * An "ambient" transaction: work that must commit or roll back as one, but
@@ -11,28 +11,31 @@ import type { DB } from './database.js';
  * query through the current transaction when there is one, and our own hook
  * code asks `currentTransaction()`.
  */
-const storage = new AsyncLocalStorage<Transaction<DB>>();
+const storage = new AsyncLocalStorage<Transaction<Database>>();
 
-export function currentTransaction(): Transaction<DB> | undefined {
+export function currentTransaction(): Transaction<Database> | undefined {
   return storage.getStore();
 }
 
 /** Runs `fn` in the current ambient transaction, or opens one and makes it current. */
-export async function runInTransaction<T>(db: Kysely<DB>, fn: (trx: Transaction<DB>) => Promise<T>): Promise<T> {
+export async function runInTransaction<T>(
+  db: Kysely<Database>,
+  fn: (trx: Transaction<Database>) => Promise<T>,
+): Promise<T> {
   const outer = storage.getStore();
   if (outer) return fn(outer);
   return db.transaction().execute((trx) => storage.run(trx, () => fn(trx)));
 }
 
 /** A handle that joins the current ambient transaction; otherwise it is `db`. */
-export function ambientAware(db: Kysely<DB>): Kysely<DB> {
+export function ambientAware(db: Kysely<Database>): Kysely<Database> {
   return new Proxy(db, {
     get(target, property) {
       const trx = storage.getStore();
       if (trx && property === 'transaction') {
         // The library opening its own transaction inside ours joins ours.
         const builder = {
-          execute: <T>(callback: (joined: Transaction<DB>) => Promise<T>) => callback(trx),
+          execute: <T>(callback: (joined: Transaction<Database>) => Promise<T>) => callback(trx),
           setIsolationLevel: () => builder,
           setAccessMode: () => builder,
         };
@@ -41,7 +44,7 @@ export function ambientAware(db: Kysely<DB>): Kysely<DB> {
       if (trx && property === 'connection') {
         // The library's first query on a fresh instance (its schema check)
         // asks for a dedicated connection; inside a transaction, that is the transaction.
-        return () => ({ execute: <T>(callback: (connection: Kysely<DB>) => Promise<T>) => callback(trx) });
+        return () => ({ execute: <T>(callback: (connection: Kysely<Database>) => Promise<T>) => callback(trx) });
       }
       const source = trx ?? target;
       const value = Reflect.get(source, property, source);

@@ -1,6 +1,6 @@
 import { type Kysely, sql, type Transaction } from 'kysely';
-import { currentRequestScope } from '../request-scope.js';
-import type { DB } from './database.js';
+import { currentRequestScope } from '../shared/request-scope.js';
+import type { Database } from './database.js';
 
 /** API.md "Audit actions". */
 export const AUDIT_ACTIONS = [
@@ -88,7 +88,7 @@ const iso = (column: string) => sql.raw(`to_char(${column} AT TIME ZONE 'UTC', '
  * committed change lacks its event or the reverse).
  */
 export async function recordAudit(
-  trx: Transaction<DB> | Kysely<DB>,
+  trx: Transaction<Database> | Kysely<Database>,
   { action, actorId, organizationId, metadata, requestId }: AuditEntry,
 ): Promise<void> {
   const scope = currentRequestScope();

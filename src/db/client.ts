@@ -1,8 +1,8 @@
 import { type Dialect, Kysely, type KyselyConfig } from 'kysely';
 import { PostgresJSDialect } from 'kysely-postgres-js';
 import postgres from 'postgres';
-import type { Logger } from '../logger.js';
-import type { DB } from './database.js';
+import type { Logger } from '../shared/logger.js';
+import type { Database } from './database.js';
 
 /**
  * A handle with no table types: migrations (frozen history, typed by no
@@ -18,10 +18,10 @@ export const APP_ROLE = 'gatehouse_app';
 export type EngineKind = 'postgres' | 'pglite';
 
 /** One open database: the runtime handle, and how to run migrations and close it. */
-export interface Database {
+export interface DatabaseHandle {
   kind: EngineKind;
   /** Runtime queries, as the application role. */
-  db: Kysely<DB>;
+  db: Kysely<Database>;
   /** Runs `fn` with a handle that connects as the schema owner (migrations, the user:role command). */
   withOwner<T>(fn: (owner: SchemalessDb) => Promise<T>): Promise<T>;
   /**
@@ -130,9 +130,9 @@ function postgresDialect(
 }
 
 /** A PostgreSQL server through postgres.js: production, Workers and the integration suite. */
-export async function openPostgres(options: OpenOptions): Promise<Database> {
+export async function openPostgres(options: OpenOptions): Promise<DatabaseHandle> {
   const runtime = postgresDialect(options.url, options.poolMax ?? 10, { runtime: true });
-  const db = new Kysely<DB>({ dialect: runtime.dialect, log: options.log });
+  const db = new Kysely<Database>({ dialect: runtime.dialect, log: options.log });
   return {
     kind: 'postgres',
     db,

@@ -1,5 +1,5 @@
 import type { ColumnType, Generated, Insertable, Selectable, Updateable } from 'kysely';
-import type { PlatformRole } from '../permissions.js';
+import type { PlatformRole } from '../shared/permissions.js';
 
 /**
  * The one source of table types: queries, routes and tests read them from here.
@@ -212,7 +212,7 @@ export interface WebhookDeliveriesTable {
   updated_at: Timestamp;
 }
 
-export interface DB {
+export interface Database {
   users: UsersTable;
   sessions: SessionsTable;
   accounts: AccountsTable;

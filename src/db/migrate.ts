@@ -1,14 +1,14 @@
 import { type Migration, type MigrationResultSet, Migrator } from 'kysely';
 import { migrations } from '../../migrations/index.js';
-import type { Logger } from '../logger.js';
-import type { Database, SchemalessDb } from './client.js';
+import type { Logger } from '../shared/logger.js';
+import type { DatabaseHandle, SchemalessDb } from './client.js';
 
 /**
  * Applies every pending migration as the schema owner; throws on the first
  * failure. Says how many are pending before it starts and names each one as
  * it begins (a new database takes seconds), then the summary.
  */
-export async function migrateToLatest(database: Database, logger?: Logger): Promise<string[]> {
+export async function migrateToLatest(database: DatabaseHandle, logger?: Logger): Promise<string[]> {
   return database.withOwner(async (owner) => {
     const startedAt = Date.now();
     const pending = (await migrator(owner).getMigrations()).filter((m) => !m.executedAt).map((m) => m.name);
@@ -24,7 +24,7 @@ export async function migrateToLatest(database: Database, logger?: Logger): Prom
 }
 
 /** Rolls back the newest migration (used by `db:migrate down` and the migration tests). */
-export async function migrateDown(database: Database, logger?: Logger): Promise<string[]> {
+export async function migrateDown(database: DatabaseHandle, logger?: Logger): Promise<string[]> {
   return database.withOwner(async (owner) => report(await migrator(owner).migrateDown(), logger));
 }
 

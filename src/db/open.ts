@@ -1,16 +1,16 @@
 import { mkdir, open, readFile, stat, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Kysely, PostgresDialect, sql } from 'kysely';
-import { APP_ROLE, type Database, type OpenOptions, openPostgres, type SchemalessDb } from './client.js';
-import type { DB } from './database.js';
+import { APP_ROLE, type DatabaseHandle, type OpenOptions, openPostgres, type SchemalessDb } from './client.js';
+import type { Database } from './database.js';
 
 /** Opens `postgres://…` on a server, or `pglite://<dir>` / `pglite://memory` embedded (Node only). */
-export interface PgliteDatabase extends Database {
+export interface PgliteDatabase extends DatabaseHandle {
   /** A tarball of the whole data directory (tests load it instead of running initdb and migrations again). */
   dumpDataDir(): Promise<Blob>;
 }
 
-export async function openDatabase(options: OpenOptions): Promise<Database> {
+export async function openDatabase(options: OpenOptions): Promise<DatabaseHandle> {
   return options.url.startsWith('pglite://') ? openPglite(options) : openPostgres(options);
 }
 
@@ -67,7 +67,7 @@ export async function openPglite(options: OpenOptions & { loadDataDir?: Blob }):
     });
     for (const channelListeners of listeners.values()) for (const listener of channelListeners) listener();
   });
-  const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool }), log: options.log });
+  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }), log: options.log });
 
   const enterRuntimeRole = async (conn: SchemalessDb) => {
     const { rows } = await sql<{

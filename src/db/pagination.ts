@@ -1,6 +1,6 @@
 import { type ExpressionBuilder, type SelectQueryBuilder, sql } from 'kysely';
 import { z } from 'zod';
-import { ApiError } from '../errors.js';
+import { ApiError } from '../shared/errors.js';
 
 /**
  * Keyset pagination, newest first: the cursor is the (created_at, id) of the

@@ -12,8 +12,8 @@ import {
   type QueryResult,
 } from 'kysely';
 import postgres from 'postgres';
-import { ACQUIRE_TIMEOUT_MS, type Database, PoolTimeoutError } from './client.js';
-import type { DB } from './database.js';
+import { ACQUIRE_TIMEOUT_MS, type DatabaseHandle, PoolTimeoutError } from './client.js';
+import type { Database } from './database.js';
 
 /**
  * The Workers database: one Kysely built once per isolate whose connections
@@ -30,7 +30,7 @@ import type { DB } from './database.js';
  * the same socket. A request waiting on its own connection past
  * ACQUIRE_TIMEOUT_MS gets PoolTimeoutError (503), as on Node.
  */
-export interface RequestScope {
+export interface ConnectionScope {
   /** Runs `fn` with its own connection scope; `close` ends that connection once everything the request started is done. */
   run<T>(fn: () => Promise<T>): { result: Promise<T>; close: () => Promise<void> };
   /** Keeps `task` inside the current request's lifetime: `close` waits for it (mail sent after the answer, lastUsedAt writes). */
@@ -135,8 +135,8 @@ class ScopedConnection implements DatabaseConnection {
 }
 
 export function openRequestScopedPostgres(options: RequestDatabaseOptions): {
-  database: Database;
-  scope: RequestScope;
+  database: DatabaseHandle;
+  scope: ConnectionScope;
 } {
   let learnt: LearntTypes | null = null;
 
@@ -170,7 +170,7 @@ export function openRequestScopedPostgres(options: RequestDatabaseOptions): {
     override async init(): Promise<void> {}
     override async acquireConnection(): Promise<DatabaseConnection> {
       const scope = storage.getStore();
-      if (!scope) throw new Error('database used outside a request scope (RequestScope.run)');
+      if (!scope) throw new Error('database used outside a request scope (ConnectionScope.run)');
       if (scope.closed) throw new Error('database used after its request ended');
       await take(scope);
       if (!scope.sql) {
@@ -193,9 +193,9 @@ export function openRequestScopedPostgres(options: RequestDatabaseOptions): {
     createIntrospector: (db) => new PostgresIntrospector(db),
     createQueryCompiler: () => new PostgresQueryCompiler(),
   };
-  const db = new Kysely<DB>({ dialect, log: options.log });
+  const db = new Kysely<Database>({ dialect, log: options.log });
 
-  const scope: RequestScope = {
+  const scope: ConnectionScope = {
     run(fn) {
       const state: Scope = { sql: null, busy: false, waiters: [], tasks: [], closed: false };
       const result = storage.run(state, fn);
@@ -219,7 +219,7 @@ export function openRequestScopedPostgres(options: RequestDatabaseOptions): {
     },
   };
 
-  const database: Database = {
+  const database: DatabaseHandle = {
     kind: 'postgres',
     db,
     withOwner: () => Promise.reject(new Error('migrations do not run on Workers: npm run db:migrate')),

@@ -1,6 +1,6 @@
 import { type Kysely, sql, type Transaction } from 'kysely';
 import { runInTransaction } from './ambient.js';
-import type { DB } from './database.js';
+import type { Database } from './database.js';
 
 /**
  * The settings row-level security reads (migrations 0002-0004), named for the
@@ -26,7 +26,7 @@ const SETTINGS = {
 } as const satisfies Record<keyof Scope, string>;
 
 /** Sets the given scope in one statement: the only place the service calls set_config. */
-export async function setScope(trx: Transaction<DB>, scope: Scope): Promise<void> {
+export async function setScope(trx: Transaction<Database>, scope: Scope): Promise<void> {
   const calls = (Object.keys(SETTINGS) as (keyof Scope)[])
     .filter((key) => scope[key] !== undefined)
     .map((key) => sql`set_config(${SETTINGS[key]}, ${scope[key]!}, true)`);
@@ -34,12 +34,16 @@ export async function setScope(trx: Transaction<DB>, scope: Scope): Promise<void
 }
 
 /** Names the tenant for the rest of this transaction. */
-export async function setTenant(trx: Transaction<DB>, tenantId: string): Promise<void> {
+export async function setTenant(trx: Transaction<Database>, tenantId: string): Promise<void> {
   await setScope(trx, { tenantId });
 }
 
 /** One transaction scoped to one organization: the second lock behind each query's own `tenant_id` filter. */
-export function withTenant<T>(db: Kysely<DB>, tenantId: string, fn: (trx: Transaction<DB>) => Promise<T>): Promise<T> {
+export function withTenant<T>(
+  db: Kysely<Database>,
+  tenantId: string,
+  fn: (trx: Transaction<Database>) => Promise<T>,
+): Promise<T> {
   return runInTransaction(db, async (trx) => {
     await setTenant(trx, tenantId);
     return fn(trx);

@@ -1,12 +1,12 @@
 import type { Kysely } from 'kysely';
 import type { OrganizationTarget } from '../auth/access.js';
 import { loadSessionState } from '../auth/session.js';
-import type { DB } from '../db/database.js';
+import type { Database } from '../db/database.js';
 import { membershipOf } from '../db/queries/members.js';
 import { withTenant } from '../db/tenant.js';
-import { ApiError } from '../errors.js';
-import { hasAll } from '../permissions.js';
-import type { EnrichedSession } from '../types.js';
+import { ApiError } from '../shared/errors.js';
+import { hasAll } from '../shared/permissions.js';
+import type { EnrichedSession } from '../shared/types.js';
 import type { JsonObject } from './input.js';
 
 /**
@@ -15,7 +15,7 @@ import type { JsonObject } from './input.js';
  * tell a Viewer that it may delete the organization).
  */
 export async function answerForLibrary(
-  db: Kysely<DB>,
+  db: Kysely<Database>,
   path: string,
   {
     session,

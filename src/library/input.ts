@@ -1,7 +1,7 @@
 import type { Context } from 'hono';
 import type { z } from 'zod';
-import { ApiError, type ErrorDetail } from '../errors.js';
-import type { AppEnv } from '../types.js';
+import { ApiError, type ErrorDetail } from '../shared/errors.js';
+import type { AppEnv } from '../shared/types.js';
 import type { LibraryRoute } from './fields.js';
 
 export type JsonObject = Record<string, unknown>;

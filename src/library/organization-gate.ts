@@ -3,14 +3,14 @@ import type { Kysely, Transaction } from 'kysely';
 import type { OrganizationTarget } from '../auth/access.js';
 import { loadSessionState } from '../auth/session.js';
 import { recordAudit } from '../db/audit.js';
-import type { DB } from '../db/database.js';
+import type { Database } from '../db/database.js';
 import { revokeKeys } from '../db/queries/api-keys.js';
 import { lockOwners } from '../db/queries/members.js';
 import { findRoleBySlug, libraryRoleFor } from '../db/queries/roles.js';
 import { setTenant, withTenant } from '../db/tenant.js';
-import { ApiError } from '../errors.js';
-import { missing } from '../permissions.js';
-import type { AppEnv, EnrichedSession, TargetResolver } from '../types.js';
+import { ApiError } from '../shared/errors.js';
+import { missing } from '../shared/permissions.js';
+import type { AppEnv, EnrichedSession, TargetResolver } from '../shared/types.js';
 import type { LibraryRoute } from './fields.js';
 import { type JsonObject, libraryInput } from './input.js';
 
@@ -27,7 +27,7 @@ export function authorizedOrganization(c: Context<AppEnv>): OrganizationTarget |
  * or not (a platform admin included): the session's own when it is the active one.
  */
 export async function organizationFor(
-  db: Kysely<DB>,
+  db: Kysely<Database>,
   session: EnrichedSession,
   organizationId: string | null,
 ): Promise<OrganizationTarget> {
@@ -50,7 +50,7 @@ export async function organizationFor(
  * The guard checks the route's permissions in it; the route handler writes
  * it into the forwarded request.
  */
-export function organizationTarget(route: LibraryRoute, db: Kysely<DB>): TargetResolver {
+export function organizationTarget(route: LibraryRoute, db: Kysely<Database>): TargetResolver {
   return async (c, session) => {
     const input = await libraryInput(c, route);
     const source: JsonObject = route.organization === 'query' ? input.query : (input.body ?? {});
@@ -98,7 +98,7 @@ export interface OrganizationCall {
  * the body the library gets (its own role names stay `member`).
  */
 export async function checkInvitation(
-  db: Kysely<DB>,
+  db: Kysely<Database>,
   call: OrganizationCall,
   granted: readonly string[],
 ): Promise<JsonObject> {
@@ -125,7 +125,7 @@ export async function checkInvitation(
 }
 
 /** Our writes before the library's, in the same transaction. */
-export async function beforeOrganizationCall(trx: Transaction<DB>, call: OrganizationCall): Promise<void> {
+export async function beforeOrganizationCall(trx: Transaction<Database>, call: OrganizationCall): Promise<void> {
   const { path, organizationId } = call;
   if ((path === '/organization/remove-member' || path === '/organization/leave') && organizationId) {
     // Last-Owner checks that follow (the library's) see settled Owner rows.
@@ -145,7 +145,7 @@ export async function beforeOrganizationCall(trx: Transaction<DB>, call: Organiz
 
 /** Our writes after a successful library call, in the same transaction; returns the body to answer with. */
 export async function afterOrganizationCall(
-  trx: Transaction<DB>,
+  trx: Transaction<Database>,
   call: OrganizationCall,
   body: unknown,
 ): Promise<unknown> {

@@ -1,9 +1,9 @@
 import type { Context } from 'hono';
 import { COOKIE_PREFIX } from '../auth/auth.js';
-import type { Config } from '../config.js';
-import { ApiError, tooMany } from '../errors.js';
-import type { RateLimitDecision, RateLimitStore, RateLimitTier } from '../rate-limit-store.js';
-import type { AppEnv, Clock } from '../types.js';
+import type { RateLimitDecision, RateLimitStore, RateLimitTier } from '../platform/rate-limit-store.js';
+import type { Config } from '../shared/config.js';
+import { ApiError, tooMany } from '../shared/errors.js';
+import type { AppEnv, Clock } from '../shared/types.js';
 import type { LibraryRoute } from './fields.js';
 import type { LibraryInput } from './input.js';
 

@@ -1,8 +1,8 @@
 import type { Transaction } from 'kysely';
 import { recordAudit } from '../db/audit.js';
-import type { DB } from '../db/database.js';
+import type { Database } from '../db/database.js';
 import { endSessionsAndChallenges, type KeptSession, resetTokenOwner } from '../db/queries/credentials.js';
-import { ApiError } from '../errors.js';
+import { ApiError } from '../shared/errors.js';
 import type { JsonObject } from './input.js';
 import type { OrganizationCall } from './organization-gate.js';
 
@@ -20,7 +20,10 @@ export interface SecondFactorState {
  * 404 NOT_FOUND, exactly as one that does not exist (the plugin would answer
  * another user's with a bodiless 401, telling that it exists).
  */
-export async function beforeSecondFactorCall(trx: Transaction<DB>, call: OrganizationCall): Promise<SecondFactorState> {
+export async function beforeSecondFactorCall(
+  trx: Transaction<Database>,
+  call: OrganizationCall,
+): Promise<SecondFactorState> {
   if (call.path === '/passkey/delete-passkey' && call.session && typeof call.body?.id === 'string') {
     const passkey = await trx
       .selectFrom('passkeys')
@@ -54,7 +57,7 @@ export async function beforeSecondFactorCall(trx: Transaction<DB>, call: Organiz
  * change that revoked the others).
  */
 export async function afterSecondFactorCall(
-  trx: Transaction<DB>,
+  trx: Transaction<Database>,
   call: OrganizationCall,
   body: unknown,
   state: SecondFactorState,
@@ -101,7 +104,7 @@ export async function afterSecondFactorCall(
  * session in waiting.
  */
 async function endAfterCredentialChange(
-  trx: Transaction<DB>,
+  trx: Transaction<Database>,
   call: OrganizationCall,
   state: SecondFactorState,
   issuedToken: string | null,

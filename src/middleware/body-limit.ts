@@ -1,5 +1,5 @@
 import type { Context, MiddlewareHandler } from 'hono';
-import { ApiError } from '../errors.js';
+import { ApiError } from '../shared/errors.js';
 
 export const MAX_BODY_BYTES = 1_048_576;
 

@@ -1,6 +1,6 @@
 import type { MiddlewareHandler } from 'hono';
 import { cors as honoCors } from 'hono/cors';
-import type { Config } from '../config.js';
+import type { Config } from '../shared/config.js';
 
 /**
  * Spec §8 "CORS": credentials always allowed; `*` outside production allows

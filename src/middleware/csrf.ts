@@ -1,5 +1,5 @@
 import type { MiddlewareHandler } from 'hono';
-import { ApiError } from '../errors.js';
+import { ApiError } from '../shared/errors.js';
 
 export interface CsrfOptions {
   /** Origins allowed to make cookie-bearing state changes: APP_URL's, AUTH_URL's and CORS_ORIGIN's explicit entries (src/app.ts). */

@@ -1,12 +1,12 @@
 import type { Context, MiddlewareHandler } from 'hono';
 import { matchedRoutes } from 'hono/route';
 import type { Access } from '../auth/access.js';
-import { ApiError } from '../errors.js';
-import { hasAll } from '../permissions.js';
-import type { AppEnv, EnrichedSession, TargetResolver } from '../types.js';
+import { ApiError } from '../shared/errors.js';
+import { hasAll } from '../shared/permissions.js';
+import type { AppEnv, EnrichedSession, TargetResolver } from '../shared/types.js';
 
 export { type Access, access, type OrganizationTarget } from '../auth/access.js';
-export type { TargetResolver } from '../types.js';
+export type { TargetResolver } from '../shared/types.js';
 
 /** The session, loaded at most once per request (the session middleware installs the loader). */
 export async function loadSession(c: Context<AppEnv>): Promise<EnrichedSession | null> {

@@ -1,5 +1,5 @@
 import type { MiddlewareHandler } from 'hono';
-import { ApiError, type ErrorDetail } from '../errors.js';
+import { ApiError, type ErrorDetail } from '../shared/errors.js';
 import { readWithoutBody } from './body-limit.js';
 
 /** Deeper than any body the service or the auth library takes (organization metadata included). */

@@ -1,10 +1,10 @@
 import type { Context, MiddlewareHandler } from 'hono';
-import { clientIpFromForwardedFor, rateLimitIdentity } from '../client-address.js';
-import type { Config } from '../config.js';
-import { ApiError, tooMany } from '../errors.js';
-import type { Logger } from '../logger.js';
-import type { RateLimitDecision, RateLimitStore, RateLimitTier } from '../rate-limit-store.js';
-import type { AppEnv, Clock } from '../types.js';
+import type { RateLimitDecision, RateLimitStore, RateLimitTier } from '../platform/rate-limit-store.js';
+import { clientIpFromForwardedFor, rateLimitIdentity } from '../shared/client-address.js';
+import type { Config } from '../shared/config.js';
+import { ApiError, tooMany } from '../shared/errors.js';
+import type { Logger } from '../shared/logger.js';
+import type { AppEnv, Clock } from '../shared/types.js';
 
 /**
  * Spec §8: the auth-sensitive paths (each also covers the paths below it),

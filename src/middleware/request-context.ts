@@ -1,8 +1,8 @@
 import type { MiddlewareHandler } from 'hono';
 import { requestId as honoRequestId } from 'hono/request-id';
-import type { Logger } from '../logger.js';
-import { runInRequestScope } from '../request-scope.js';
-import type { AppEnv } from '../types.js';
+import type { Logger } from '../shared/logger.js';
+import { runInRequestScope } from '../shared/request-scope.js';
+import type { AppEnv } from '../shared/types.js';
 
 const HEADER = 'X-Request-Id';
 

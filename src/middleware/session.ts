@@ -2,8 +2,8 @@ import type { Context, MiddlewareHandler } from 'hono';
 import type { ApiKeyResolver } from '../auth/api-key-auth.js';
 import { COOKIE_PREFIX } from '../auth/auth.js';
 import { mayWriteSessionState } from '../auth/session-state-cache.js';
-import { ApiError } from '../errors.js';
-import type { AppEnv, EnrichedSession, SessionResolver } from '../types.js';
+import { ApiError } from '../shared/errors.js';
+import type { AppEnv, EnrichedSession, SessionResolver } from '../shared/types.js';
 
 /**
  * Spec §4: the session and its permissions are resolved once per request.

@@ -1,6 +1,6 @@
 import type { MiddlewareHandler } from 'hono';
-import { currentRequestScope } from '../request-scope.js';
-import type { AppEnv } from '../types.js';
+import { currentRequestScope } from '../shared/request-scope.js';
+import type { AppEnv } from '../shared/types.js';
 
 /**
  * After a request whose writes queued webhook deliveries, starts sending

@@ -1,11 +1,11 @@
 import { z } from '@hono/zod-openapi';
 import type { Kysely } from 'kysely';
-import type { DB } from '../db/database.js';
+import type { Database } from '../db/database.js';
 import { PageQuerySchema } from '../db/pagination.js';
 import { changePlatformRole, listUsers } from '../db/queries/users.js';
 import { access, sessionOf } from '../middleware/guard.js';
-import { PLATFORM_ROLES } from '../permissions.js';
 import { createRouter, defineRoute } from '../router.js';
+import { PLATFORM_ROLES } from '../shared/permissions.js';
 import { IdParams } from './schemas.js';
 
 const AdminUserSchema = z
@@ -61,7 +61,7 @@ const changeRoleRoute = defineRoute({
 });
 
 /** API.md platform admin routes; every change is audited (`user.role_changed`). */
-export function adminRoutes({ db }: { db: Kysely<DB> }) {
+export function adminRoutes({ db }: { db: Kysely<Database> }) {
   return createRouter()
     .openapi(listRoute, async (c) => {
       const { items, nextCursor } = await listUsers(db, c.req.valid('query'));

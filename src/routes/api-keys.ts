@@ -2,14 +2,14 @@ import { z } from '@hono/zod-openapi';
 import type { Kysely } from 'kysely';
 import { generateKey, KEY_PREFIX } from '../auth/api-key-material.js';
 import type { NoticeOrigin, SecurityEvent } from '../auth/security-notices.js';
-import type { DB } from '../db/database.js';
+import type { Database } from '../db/database.js';
 import { insertKey, listKeys, revokeKey } from '../db/queries/api-keys.js';
 import { knownPermissions } from '../db/queries/roles.js';
-import { ApiError } from '../errors.js';
 import { access, sessionOf } from '../middleware/guard.js';
-import { missing, PERMISSION_COUNT } from '../permissions.js';
 import { createRouter, defineRoute, jsonContent } from '../router.js';
-import type { Clock } from '../types.js';
+import { ApiError } from '../shared/errors.js';
+import { missing, PERMISSION_COUNT } from '../shared/permissions.js';
+import type { Clock } from '../shared/types.js';
 import { displayName, IdParams, isoOrNull, PermissionString, uniqueArray } from './schemas.js';
 
 const ApiKeySchema = z
@@ -127,7 +127,7 @@ export function apiKeyRoutes({
   clock,
   notify,
 }: {
-  db: Kysely<DB>;
+  db: Kysely<Database>;
   clock: Clock;
   /** Mails the creator a security notice after the answer (docs/security.md "Security notices"). */
   notify: (to: string, event: SecurityEvent, origin: NoticeOrigin) => void;

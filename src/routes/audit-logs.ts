@@ -1,6 +1,6 @@
 import { z } from '@hono/zod-openapi';
 import type { Kysely } from 'kysely';
-import type { DB } from '../db/database.js';
+import type { Database } from '../db/database.js';
 import { PageQuerySchema } from '../db/pagination.js';
 import { auditPage } from '../db/queries/audit-logs.js';
 import { access, sessionOf } from '../middleware/guard.js';
@@ -36,7 +36,7 @@ const route = defineRoute({
 });
 
 /** API.md GET /api/audit-logs: keyset pages of (created_at, id), newest first. */
-export function auditLogRoutes({ db }: { db: Kysely<DB> }) {
+export function auditLogRoutes({ db }: { db: Kysely<Database> }) {
   return createRouter().openapi(route, async (c) => {
     const tenantId = sessionOf(c).session.activeOrganizationId!;
     const { items, nextCursor } = await auditPage(db, tenantId, c.req.valid('query'));

@@ -2,11 +2,9 @@ import { z } from '@hono/zod-openapi';
 import type { Context } from 'hono';
 import type { Kysely } from 'kysely';
 import { type Auth, COOKIE_PREFIX } from '../auth/auth.js';
-import type { Config } from '../config.js';
 import { runInTransaction } from '../db/ambient.js';
-import type { DB } from '../db/database.js';
+import type { Database } from '../db/database.js';
 import { sessionToken } from '../db/queries/accounts.js';
-import { ApiError } from '../errors.js';
 import { answerForLibrary, withoutTokens } from '../library/answers.js';
 import type { LibraryRoute } from '../library/fields.js';
 import { type JsonObject, type LibraryInput, libraryInput } from '../library/input.js';
@@ -23,9 +21,11 @@ import { LIBRARY_ROUTES } from '../library/routes.js';
 import { afterSecondFactorCall, beforeSecondFactorCall } from '../library/second-factor-calls.js';
 import { access, guard, loadSession } from '../middleware/guard.js';
 import { withAccountAttempt } from '../middleware/rate-limit.js';
-import type { RateLimitStore } from '../rate-limit-store.js';
+import type { RateLimitStore } from '../platform/rate-limit-store.js';
 import { createRouter, defineRoute } from '../router.js';
-import type { AppEnv, Clock } from '../types.js';
+import type { Config } from '../shared/config.js';
+import { ApiError } from '../shared/errors.js';
+import type { AppEnv, Clock } from '../shared/types.js';
 
 export const AUTH_PREFIX = '/api/auth';
 
@@ -109,7 +109,7 @@ class Rollback extends Error {
 interface Deps {
   auth: Auth;
   config: Config;
-  db: Kysely<DB>;
+  db: Kysely<Database>;
   store: RateLimitStore;
   clock: Clock;
 }

@@ -1,12 +1,12 @@
 import { z } from '@hono/zod-openapi';
 import type { Kysely } from 'kysely';
 import { safeEqual } from '../auth/api-key-material.js';
-import type { DB } from '../db/database.js';
+import type { Database } from '../db/database.js';
 import { purgeExpiredAccounts } from '../db/queries/accounts.js';
-import { ApiError } from '../errors.js';
 import { access } from '../middleware/guard.js';
 import { createRouter, defineRoute } from '../router.js';
-import type { Clock } from '../types.js';
+import { ApiError } from '../shared/errors.js';
+import type { Clock } from '../shared/types.js';
 
 const route = defineRoute({
   method: 'post',
@@ -30,7 +30,7 @@ export function cronRoutes({
   cronSecret,
   graceDays,
 }: {
-  db: Kysely<DB>;
+  db: Kysely<Database>;
   clock: Clock;
   cronSecret: string | null;
   graceDays: number;

@@ -3,7 +3,7 @@ import type { OpenAPIHono } from '@hono/zod-openapi';
 import { COOKIE_PREFIX } from '../auth/auth.js';
 import { access, guard } from '../middleware/guard.js';
 import { REQUEST_ID_HEADER } from '../router.js';
-import type { AppEnv } from '../types.js';
+import type { AppEnv } from '../shared/types.js';
 
 export const SWAGGER_UI_VERSION = '5.35.0';
 

@@ -1,9 +1,9 @@
 import { z } from '@hono/zod-openapi';
 import { type Kysely, sql } from 'kysely';
-import type { DB } from '../db/database.js';
-import { ApiError } from '../errors.js';
+import type { Database } from '../db/database.js';
 import { access } from '../middleware/guard.js';
 import { createRouter, defineRoute } from '../router.js';
+import { ApiError } from '../shared/errors.js';
 
 const HealthSchema = z.object({ status: z.literal('ok') }).openapi('Health');
 
@@ -23,7 +23,7 @@ const route = defineRoute({
 });
 
 export interface DatabaseProbeOptions {
-  db: Kysely<DB>;
+  db: Kysely<Database>;
   /** How long the database has to answer `select 1`. */
   timeoutMs?: number;
   /** How long a successful answer stands for later checks. */

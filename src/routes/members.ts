@@ -1,11 +1,11 @@
 import { z } from '@hono/zod-openapi';
 import type { Context } from 'hono';
 import type { Kysely } from 'kysely';
-import type { DB } from '../db/database.js';
+import type { Database } from '../db/database.js';
 import { listMembers, setMemberRole, transferOwnership } from '../db/queries/members.js';
 import { access, assertSensitiveAllowed, sessionOf } from '../middleware/guard.js';
 import { createRouter, defineRoute, jsonContent } from '../router.js';
-import type { AppEnv } from '../types.js';
+import type { AppEnv } from '../shared/types.js';
 import { IdParams, uuidV4 } from './schemas.js';
 
 const MemberSchema = z
@@ -106,7 +106,7 @@ const transferRoute = defineRoute({
 });
 
 /** Spec §3 "Member role", §4, API.md members rows. */
-export function memberRoutes({ db }: { db: Kysely<DB> }) {
+export function memberRoutes({ db }: { db: Kysely<Database> }) {
   const change = (c: Context<AppEnv>, memberId: string, roleId: string) => {
     const actor = sessionOf(c);
     return setMemberRole(db, {

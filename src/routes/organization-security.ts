@@ -1,10 +1,10 @@
 import { z } from '@hono/zod-openapi';
 import type { Kysely } from 'kysely';
-import type { DB } from '../db/database.js';
+import type { Database } from '../db/database.js';
 import { organizationSecurity, updateOrganizationSecurity } from '../db/queries/organizations.js';
-import { ApiError } from '../errors.js';
 import { access, sessionOf } from '../middleware/guard.js';
 import { createRouter, defineRoute } from '../router.js';
+import { ApiError } from '../shared/errors.js';
 
 const SecuritySchema = z.object({ requireMfa: z.boolean() }).openapi('OrganizationSecurity');
 const SecurityUpdateSchema = z.object({ requireMfa: z.boolean() }).strict().openapi('OrganizationSecurityUpdate');
@@ -35,7 +35,7 @@ const updateRoute = defineRoute({
 });
 
 /** API.md "Organization policy": GET/PATCH /api/organization/security, audited as `organization.security_updated`. */
-export function organizationSecurityRoutes({ db }: { db: Kysely<DB> }) {
+export function organizationSecurityRoutes({ db }: { db: Kysely<Database> }) {
   return createRouter()
     .openapi(readRoute, async (c) => {
       const organizationId = sessionOf(c).session.activeOrganizationId!;

@@ -1,13 +1,13 @@
 import { z } from '@hono/zod-openapi';
 import type { Kysely } from 'kysely';
-import type { DB } from '../db/database.js';
+import type { Database } from '../db/database.js';
 import { createRole, deleteRole, updateRole } from '../db/queries/role-changes.js';
 import { knownPermissions, listRoles, slugify } from '../db/queries/roles.js';
-import { ApiError } from '../errors.js';
 import { access, sessionOf } from '../middleware/guard.js';
-import { missing } from '../permissions.js';
 import { createRouter, defineRoute, jsonContent } from '../router.js';
-import type { EnrichedSession } from '../types.js';
+import { ApiError } from '../shared/errors.js';
+import { missing } from '../shared/permissions.js';
+import type { EnrichedSession } from '../shared/types.js';
 import { displayName, IdParams, PermissionList, RoleSchema, toRoleRecord, updateBody } from './schemas.js';
 
 const Name = displayName(100).openapi({
@@ -68,7 +68,11 @@ const deleteRoleRoute = defineRoute({
 });
 
 /** Permission strings must exist, and nobody grants through a role what they do not hold (superadmins excepted). */
-async function checkGrantable(db: Kysely<DB>, session: EnrichedSession, permissions: readonly string[]): Promise<void> {
+async function checkGrantable(
+  db: Kysely<Database>,
+  session: EnrichedSession,
+  permissions: readonly string[],
+): Promise<void> {
   const known = await knownPermissions(db);
   const unknown = permissions.filter((permission) => !known.has(permission));
   if (unknown.length > 0) {
@@ -94,7 +98,7 @@ function slugOf(name: string): string {
 }
 
 /** Spec §4 role routes, API.md role record. Every query names the tenant; RLS is the second lock. */
-export function roleRoutes({ db }: { db: Kysely<DB> }) {
+export function roleRoutes({ db }: { db: Kysely<Database> }) {
   return createRouter()
     .openapi(listRoute, async (c) => {
       const tenantId = sessionOf(c).session.activeOrganizationId!;

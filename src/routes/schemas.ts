@@ -1,6 +1,6 @@
 import { z } from '@hono/zod-openapi';
 import type { secondFactorsOf } from '../db/queries/second-factors.js';
-import { ALL_PERMISSIONS, PERMISSION_COUNT, type Permission } from '../permissions.js';
+import { ALL_PERMISSIONS, PERMISSION_COUNT, type Permission } from '../shared/permissions.js';
 
 /**
  * A UUID version 4, as zod checks it, with that check's pattern in the

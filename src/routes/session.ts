@@ -3,15 +3,15 @@ import type { Kysely } from 'kysely';
 import type { Auth } from '../auth/auth.js';
 import { verifyPassword } from '../auth/password.js';
 import { acceptTotpCode, codesLocked, consumeBackupCode, recordCodeOutcome } from '../auth/second-factor.js';
-import type { Config } from '../config.js';
-import type { DB } from '../db/database.js';
-import { ApiError } from '../errors.js';
+import type { Database } from '../db/database.js';
 import { access, loadSession, sessionOf } from '../middleware/guard.js';
 import { withAccountAttempt } from '../middleware/rate-limit.js';
-import { PLATFORM_ROLES } from '../permissions.js';
-import type { RateLimitStore } from '../rate-limit-store.js';
+import type { RateLimitStore } from '../platform/rate-limit-store.js';
 import { createRouter, defineRoute, ErrorSchema, jsonContent } from '../router.js';
-import type { Clock, EnrichedSession } from '../types.js';
+import type { Config } from '../shared/config.js';
+import { ApiError } from '../shared/errors.js';
+import { PLATFORM_ROLES } from '../shared/permissions.js';
+import type { Clock, EnrichedSession } from '../shared/types.js';
 
 export const EnrichedSessionSchema = z
   .object({
@@ -84,7 +84,7 @@ const stepUpRoute = defineRoute({
 
 interface Deps {
   auth: Auth;
-  db: Kysely<DB>;
+  db: Kysely<Database>;
   config: Config;
   store: RateLimitStore;
   clock: Clock;

@@ -1,7 +1,7 @@
 import { z } from '@hono/zod-openapi';
 import type { Kysely } from 'kysely';
 import { canonicalEmail } from '../auth/email-address.js';
-import type { DB } from '../db/database.js';
+import type { Database } from '../db/database.js';
 import {
   exportAccount,
   findProfile,
@@ -10,11 +10,11 @@ import {
   reactivate,
   scheduleDeletion,
 } from '../db/queries/accounts.js';
-import { ApiError } from '../errors.js';
 import { access, sessionOf } from '../middleware/guard.js';
-import { PLATFORM_ROLES } from '../permissions.js';
 import { createRouter, defineRoute, jsonContent } from '../router.js';
-import type { Clock } from '../types.js';
+import { ApiError } from '../shared/errors.js';
+import { PLATFORM_ROLES } from '../shared/permissions.js';
+import type { Clock } from '../shared/types.js';
 import { isoOrNull, SecondFactorsExportSchema, secondFactorsJson } from './schemas.js';
 
 const ProfileSchema = z
@@ -129,7 +129,7 @@ const purgeRoute = defineRoute({
   responses: { 200: jsonContent(z.object({ purged: z.literal(true) }), 'The account is gone') },
 });
 
-async function profile(db: Kysely<DB>, userId: string) {
+async function profile(db: Kysely<Database>, userId: string) {
   const user = await findProfile(db, userId);
   if (!user) throw new ApiError('UNAUTHORIZED', 'Authentication required');
   return {
@@ -143,7 +143,7 @@ async function profile(db: Kysely<DB>, userId: string) {
 }
 
 /** API.md users/me rows; spec §3 "Account scheduled for deletion". */
-export function userRoutes({ db, clock, graceDays }: { db: Kysely<DB>; clock: Clock; graceDays: number }) {
+export function userRoutes({ db, clock, graceDays }: { db: Kysely<Database>; clock: Clock; graceDays: number }) {
   return createRouter()
     .openapi(profileRoute, async (c) => c.json(await profile(db, sessionOf(c).user.id), 200))
     .openapi(scheduleRoute, async (c) => {

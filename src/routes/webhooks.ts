@@ -1,7 +1,7 @@
 import { z } from '@hono/zod-openapi';
 import type { Kysely } from 'kysely';
 import { WEBHOOK_EVENTS } from '../db/audit.js';
-import type { DB } from '../db/database.js';
+import type { Database } from '../db/database.js';
 import { PageQuerySchema } from '../db/pagination.js';
 import {
   createEndpoint,
@@ -12,9 +12,9 @@ import {
   rotateSecret,
   updateEndpoint,
 } from '../db/queries/webhooks.js';
-import { ApiError } from '../errors.js';
 import { access, sessionOf } from '../middleware/guard.js';
 import { createRouter, defineRoute, ErrorSchema, jsonContent } from '../router.js';
+import { ApiError } from '../shared/errors.js';
 import { generateWebhookSecret, type SecretBox } from '../webhooks/secrets.js';
 import { checkWebhookUrl, type UrlPolicy } from '../webhooks/url-policy.js';
 import { IdParams, isoOrNull, uniqueArray, updateBody } from './schemas.js';
@@ -194,7 +194,7 @@ export function webhookRoutes({
   urlPolicy,
   maxEndpoints,
 }: {
-  db: Kysely<DB>;
+  db: Kysely<Database>;
   secrets: SecretBox;
   urlPolicy: UrlPolicy;
   /** WEBHOOK_MAX_ENDPOINTS: an organization's endpoints at most. */

@@ -1,10 +1,10 @@
 import type { Kysely } from 'kysely';
-import type { Clock } from '../clock.js';
-import type { Config } from '../config.js';
-import type { DB } from '../db/database.js';
+import type { Database } from '../db/database.js';
 import { type ClaimedDelivery, claimDue, settleAttempt } from '../db/queries/webhooks.js';
-import { describeError } from '../errors.js';
-import type { Logger } from '../logger.js';
+import type { Clock } from '../shared/clock.js';
+import type { Config } from '../shared/config.js';
+import { describeError } from '../shared/errors.js';
+import type { Logger } from '../shared/logger.js';
 import { createSecretBox, type SecretBox } from './secrets.js';
 import { deliveryHeaders } from './signing.js';
 import { checkWebhookUrl, type UrlPolicy, urlPolicyFor } from './url-policy.js';
@@ -55,7 +55,7 @@ async function readExcerpt(response: Response, signal: AbortSignal): Promise<str
 }
 
 export interface DelivererOptions {
-  db: Kysely<DB>;
+  db: Kysely<Database>;
   secrets: SecretBox;
   /** Seconds before each retry (WEBHOOK_RETRY_SCHEDULE); after the last, the delivery is failed. */
   retrySchedule: readonly number[];
@@ -299,7 +299,7 @@ export type Deliverer = ReturnType<typeof createDeliverer>;
 export function delivererFor(
   config: Config,
   deps: {
-    db: Kysely<DB>;
+    db: Kysely<Database>;
     logger: Logger;
     clock?: Clock;
     resolve?: UrlPolicy['resolve'];

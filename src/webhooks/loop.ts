@@ -1,6 +1,6 @@
-import type { Database } from '../db/client.js';
-import { describeError } from '../errors.js';
-import type { Logger } from '../logger.js';
+import type { DatabaseHandle } from '../db/client.js';
+import { describeError } from '../shared/errors.js';
+import type { Logger } from '../shared/logger.js';
 import type { Deliverer } from './deliverer.js';
 
 /** The channel migration 0008's trigger notifies when deliveries are written (sent at commit). */
@@ -29,7 +29,7 @@ export async function startDeliveryLoop({
   intervalMs = POLL_INTERVAL_MS,
 }: {
   deliverer: Deliverer;
-  database: Database;
+  database: DatabaseHandle;
   logger: Logger;
   intervalMs?: number;
 }): Promise<DeliveryLoop> {

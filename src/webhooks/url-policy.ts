@@ -11,7 +11,7 @@
  * again before each attempt, and on Node connects only to an address it
  * checked (pinned-fetch.ts).
  */
-import { parseIpv4, parseIpv6 } from '../client-address.js';
+import { parseIpv4, parseIpv6 } from '../shared/client-address.js';
 
 export interface UrlPolicy {
   httpsOnly: boolean;

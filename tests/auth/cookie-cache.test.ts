@@ -1,7 +1,7 @@
 import { getCookieCache } from 'better-auth/cookies';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createCookieCacheVerifier } from '../../src/auth/cookie-cache.js';
-import { parseConfig } from '../../src/config.js';
+import { parseConfig } from '../../src/shared/config.js';
 import { createTestApp, TEST_SECRET, type TestApp } from '../support/app.js';
 import { type SignedInUser, signedInUser } from '../support/users.js';
 

@@ -68,7 +68,7 @@ describe('user:role command', () => {
     });
   }
 
-  const cli = (...args: string[]) => run(TSX, ['src/cli/user-role.ts', ...args], env);
+  const cli = (...args: string[]) => run(TSX, ['src/entries/user-role.ts', ...args], env);
 
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), 'gatehouse-cli-'));
@@ -79,7 +79,7 @@ describe('user:role command', () => {
       AUTH_SECRET: TEST_SECRET,
       DATABASE_URL: `pglite://${dir}`,
     };
-    const migrated = await run('npx', ['tsx', 'src/db/migrate-cli.ts'], env);
+    const migrated = await run('npx', ['tsx', 'src/entries/migrate.ts'], env);
     expect(migrated.code, migrated.stderr).toBe(0);
     expect(logLines(migrated).some((line) => line.event === 'db.migrate_done')).toBe(true);
     // "Sign up" the users directly in that database, then close it before any command runs.
@@ -254,7 +254,7 @@ describe('user:role command', () => {
   });
 
   it('refuses to run on an insecure configuration (production without AUTH_SECRET)', async () => {
-    const result = await run(TSX, ['src/cli/user-role.ts', 'first.admin@example.test', 'user'], {
+    const result = await run(TSX, ['src/entries/user-role.ts', 'first.admin@example.test', 'user'], {
       ...env,
       NODE_ENV: 'production',
       AUTH_SECRET: '',

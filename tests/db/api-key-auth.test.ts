@@ -1,7 +1,7 @@
 import { type Kysely, sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { hashKey, lookupDigest } from '../../src/auth/api-key-material.js';
-import type { DB } from '../../src/db/database.js';
+import type { Database } from '../../src/db/database.js';
 import { createTestApp, type TestApp } from '../support/app.js';
 import { type CookieJar, call, expectStatus } from '../support/http.js';
 import { asOwnerInTenant, auditRows, createOrganization, type TestOrganization } from '../support/orgs.js';
@@ -100,7 +100,9 @@ describe('API key authentication under concurrency', () => {
     await storedOnceUsed(created.id);
     const counts = await Promise.all(
       Array.from({ length: PARALLEL }, async () => {
-        const { rows } = await sql<{ n: number }>`select count(*)::int as n from api_keys`.execute(t.db as Kysely<DB>);
+        const { rows } = await sql<{ n: number }>`select count(*)::int as n from api_keys`.execute(
+          t.db as Kysely<Database>,
+        );
         return rows[0]!.n;
       }),
     );

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrations } from '../../migrations/index.js';
 import { migrateToLatest } from '../../src/db/migrate.js';
 import { openPglite } from '../../src/db/open.js';
-import { createMemoryLogger } from '../../src/logger.js';
+import { createMemoryLogger } from '../../src/shared/logger.js';
 import { openTestDatabase, type TestDatabase } from '../support/database.js';
 import { testServers } from '../support/servers.js';
 

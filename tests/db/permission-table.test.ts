@@ -6,11 +6,11 @@ import {
   PERMISSION_PATTERN,
   PLATFORM_ROLES,
   RESOURCE_ACTIONS,
-} from '../../src/permissions.js';
+} from '../../src/shared/permissions.js';
 import { openTestDatabase, type TestDatabase } from '../support/database.js';
 
 /**
- * src/permissions.ts is the one source of the
+ * src/shared/permissions.ts is the one source of the
  * permission table and the platform roles; the frozen migrations that seed
  * and check them are the only other place. This fails when the two disagree
  * (a permission added to the table without its migration, or the reverse).

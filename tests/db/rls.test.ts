@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { type Kysely, sql, type Transaction } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { recordAudit } from '../../src/db/audit.js';
-import type { DB } from '../../src/db/database.js';
+import type { Database } from '../../src/db/database.js';
 import { listRoles } from '../../src/db/queries/roles.js';
 import { setTenant, withTenant } from '../../src/db/tenant.js';
 import { openTestDatabase, type TestDatabase } from '../support/database.js';
@@ -25,11 +25,11 @@ async function sqlState(work: Promise<unknown>): Promise<string> {
 
 describe('row-level security (runtime role)', () => {
   let database: TestDatabase;
-  let db: Kysely<DB>;
+  let db: Kysely<Database>;
   const tenants = { a: '', b: '' };
   const roleIds: Record<'a' | 'b', string[]> = { a: [], b: [] };
 
-  const counts = (handle: Kysely<DB> | Transaction<DB>) =>
+  const counts = (handle: Kysely<Database> | Transaction<Database>) =>
     Promise.all([
       handle.selectFrom('roles').select('id').execute(),
       handle.selectFrom('role_permissions').select('role_id').execute(),

@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { type Kysely, sql, type Transaction } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ambientAware, currentTransaction, runInTransaction } from '../../src/db/ambient.js';
-import type { DB } from '../../src/db/database.js';
+import type { Database } from '../../src/db/database.js';
 import { openTestDatabase, type TestDatabase } from '../support/database.js';
 
 /**
@@ -21,7 +21,7 @@ function signal() {
 
 describe('transactions', () => {
   let database: TestDatabase;
-  let db: Kysely<DB>;
+  let db: Kysely<Database>;
 
   beforeAll(async () => {
     database = await openTestDatabase();
@@ -30,18 +30,18 @@ describe('transactions', () => {
   afterAll(() => database?.close());
 
   const marker = () => `tx-${crypto.randomUUID()}`;
-  const insertUser = (handle: Kysely<DB> | Transaction<DB>, name: string) =>
+  const insertUser = (handle: Kysely<Database> | Transaction<Database>, name: string) =>
     handle
       .insertInto('users')
       .values({ name, email: `${crypto.randomUUID()}@example.test` })
       .execute();
-  const countByName = async (handle: Kysely<DB> | Transaction<DB>, name: string) =>
+  const countByName = async (handle: Kysely<Database> | Transaction<Database>, name: string) =>
     (await handle.selectFrom('users').select('id').where('name', '=', name).execute()).length;
-  const txid = async (handle: Kysely<DB> | Transaction<DB>) =>
+  const txid = async (handle: Kysely<Database> | Transaction<Database>) =>
     (await sql<{ id: string }>`select txid_current()::text as id`.execute(handle)).rows[0]!.id;
-  const backend = async (handle: Kysely<DB> | Transaction<DB>) =>
+  const backend = async (handle: Kysely<Database> | Transaction<Database>) =>
     (await sql<{ pid: number }>`select pg_backend_pid() as pid`.execute(handle)).rows[0]!.pid;
-  const currentUser = async (handle: Kysely<DB>) =>
+  const currentUser = async (handle: Kysely<Database>) =>
     (await sql<{ name: string }>`select current_user as name`.execute(handle)).rows[0]!.name;
 
   it("do not see each other's uncommitted writes, and neither ends the other", async () => {

@@ -17,7 +17,7 @@ import {
 import { freePort, randomSecret, startWranglerDev, type WranglerDev } from './support/wrangler.js';
 
 /**
- * The deployment artifact itself. src/worker.ts runs in
+ * The deployment artifact itself. src/entries/worker.ts runs in
  * workerd (`wrangler dev --local`, the project's wrangler.toml) with
  * production settings, against the integration PostgreSQL server (as the
  * runtime role, on a freshly migrated database), the Upstash-protocol test

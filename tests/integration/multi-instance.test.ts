@@ -1,5 +1,5 @@
 /**
- * Two instances of the real Node entry (`src/server.ts` under tsx, as `npm
+ * Two instances of the real Node entry (`src/entries/server.ts` under tsx, as `npm
  * start` runs it), each its own process, on ONE PostgreSQL database and ONE
  * rate-limit store (the Upstash-protocol test server over the real Redis).
  *

@@ -1,6 +1,6 @@
 /**
  * docs/security.md "Account linking", across instances: two processes of
- * the real Node entry (`src/server.ts` under tsx) on one PostgreSQL
+ * the real Node entry (`src/entries/server.ts` under tsx) on one PostgreSQL
  * database, each with its own session-state cache. An unverified account
  * holds an attacker's GitHub link and live session (as the pre-account
  * takeover left it); B serves that session (its cache warmed). The owner of

@@ -1,7 +1,7 @@
 import type { ExecutionContext } from 'hono';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import worker from '../../src/worker.js';
+import worker from '../../src/entries/worker.js';
 import { createTestApp, type TestApp } from '../support/app.js';
 import { call, expectStatus } from '../support/http.js';
 import { createOrganization } from '../support/orgs.js';
@@ -9,7 +9,7 @@ import { testServers, withDatabaseName } from '../support/servers.js';
 import { signedInUser } from '../support/users.js';
 
 /**
- * The Workers cron trigger (src/worker.ts `scheduled`) against a real
+ * The Workers cron trigger (src/entries/worker.ts `scheduled`) against a real
  * PostgreSQL server: it reads DATABASE_URL from the bindings and runs the
  * same purge as POST /api/cron/purge-accounts, at the real time. Only in
  * the integration suite (the Workers entry cannot use the embedded engine).

@@ -1,6 +1,6 @@
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createEvents } from '../../src/events.js';
+import { createEvents } from '../../src/shared/events.js';
 import { createTestApp, type TestApp } from '../support/app.js';
 import { CookieJar, call, expectStatus, mailsTo, PASSWORD } from '../support/http.js';
 import { enableTotp } from '../support/mfa.js';

@@ -7,9 +7,9 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createAuth } from '../../src/auth/auth.js';
-import { createEvents } from '../../src/events.js';
 import { INVITATION_BUDGET } from '../../src/library/request.js';
 import { LIBRARY_ROUTES } from '../../src/library/routes.js';
+import { createEvents } from '../../src/shared/events.js';
 import { createTestApp, type TestApp } from '../support/app.js';
 import { CookieJar, call, expectStatus, UUID_V4 } from '../support/http.js';
 import {

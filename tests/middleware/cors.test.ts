@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parseConfig } from '../../src/config.js';
+import { parseConfig } from '../../src/shared/config.js';
 import { createTestApp, type TestApp } from '../support/app.js';
 
 const APP_ORIGIN = 'http://localhost:3000';

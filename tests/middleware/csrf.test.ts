@@ -7,9 +7,9 @@
  */
 import { Hono } from 'hono';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { renderError } from '../../src/errors.js';
 import { csrf } from '../../src/middleware/csrf.js';
-import type { AppEnv } from '../../src/types.js';
+import { renderError } from '../../src/shared/errors.js';
+import type { AppEnv } from '../../src/shared/types.js';
 import { createTestApp, type TestApp } from '../support/app.js';
 import { APP_ORIGIN, CookieJar, call } from '../support/http.js';
 import { PASSWORD, type SignedInUser, signedInUser } from '../support/users.js';

@@ -10,7 +10,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { accountKey } from '../../src/middleware/rate-limit.js';
-import { createMemoryStore, type RateLimitStore } from '../../src/rate-limit-store.js';
+import { createMemoryStore, type RateLimitStore } from '../../src/platform/rate-limit-store.js';
 import { createTestApp, createTestClock, type TestApp } from '../support/app.js';
 import { type CookieJar, call } from '../support/http.js';
 import { expectRateLimited, nextIp } from '../support/rate-limit.js';

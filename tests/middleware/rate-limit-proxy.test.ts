@@ -7,8 +7,8 @@
 import type { AddressInfo } from 'node:net';
 import { type ServerType, serve } from '@hono/node-server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { clientIpFromForwardedFor } from '../../src/client-address.js';
-import { nodeClientIp } from '../../src/node-listener.js';
+import { nodeClientIp } from '../../src/entries/node-listener.js';
+import { clientIpFromForwardedFor } from '../../src/shared/client-address.js';
 import { createTestApp, type TestApp } from '../support/app.js';
 import { CookieJar, call, expectStatus, PASSWORD } from '../support/http.js';
 import { nextIp } from '../support/rate-limit.js';

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { LIBRARY_ROUTES } from '../../src/library/routes.js';
-import { createLogger, createMemoryLogger, type LogLevel } from '../../src/logger.js';
 import { access, guard } from '../../src/middleware/guard.js';
+import { createLogger, createMemoryLogger, type LogLevel } from '../../src/shared/logger.js';
 import { createTestApp, type TestApp } from '../support/app.js';
 import { APP_ORIGIN, UUID_V4 } from '../support/http.js';
 import { createOrganization } from '../support/orgs.js';

@@ -1,5 +1,5 @@
 /**
- * The Worker's scenarios of `npm run bench`: src/worker.ts under
+ * The Worker's scenarios of `npm run bench`: src/entries/worker.ts under
  * `wrangler dev --local` (workerd), PostgreSQL through PgBouncer (the local
  * stand-in for Hyperdrive) via the Hyperdrive binding, beside a bare Hono
  * worker (tests/perf/bench-worker-bare.ts) run by the same wrangler and workerd

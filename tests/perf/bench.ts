@@ -16,11 +16,11 @@ import { gzipSync } from 'node:zlib';
 import autocannon from 'autocannon';
 import { createApp } from '../../src/app.js';
 import { listenForSessionStateChanges } from '../../src/auth/session.js';
-import { parseConfig } from '../../src/config.js';
 import { migrateToLatest } from '../../src/db/migrate.js';
 import { openDatabase } from '../../src/db/open.js';
-import { createMemoryLogger } from '../../src/logger.js';
-import { createMemoryStore } from '../../src/rate-limit-store.js';
+import { createMemoryStore } from '../../src/platform/rate-limit-store.js';
+import { parseConfig } from '../../src/shared/config.js';
+import { createMemoryLogger } from '../../src/shared/logger.js';
 import { liveClient, type Mail, PASSWORD } from '../support/live-client.js';
 import { eachLine, freePort } from '../support/process.js';
 import { startReceiver } from '../support/webhooks.js';
@@ -54,9 +54,9 @@ let built = false;
 
 async function start(command: string[], env: Record<string, string>, port: number): Promise<Child> {
   const began = performance.now();
-  const profile = PROFILE && command[0] === 'src/server.ts' ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE}`] : [];
+  const profile = PROFILE && command[0] === 'src/entries/server.ts' ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE}`] : [];
   // The service runs as `npm start` runs it: compiled (built once per bench run, as start.mjs would).
-  if (command[0] === 'src/server.ts') {
+  if (command[0] === 'src/entries/server.ts') {
     if (!built) {
       execFileSync(process.execPath, ['scripts/build.mjs'], { encoding: 'utf8' });
       built = true;
@@ -332,7 +332,7 @@ async function startupTimes(engine: string, baseEnv: Record<string, string>, dat
   for (const label of labels) {
     const startupPort = await freePort();
     const started = await start(
-      ['src/server.ts'],
+      ['src/entries/server.ts'],
       { ...baseEnv, DATABASE_URL: `pglite://${pgliteDir}`, PORT: String(startupPort) },
       startupPort,
     );
@@ -342,7 +342,7 @@ async function startupTimes(engine: string, baseEnv: Record<string, string>, dat
   if (engine === 'postgres') {
     for (const label of ['postgres, migrated database', 'postgres, migrated database (again)']) {
       const startupPort = await freePort();
-      const started = await start(['src/server.ts'], { ...baseEnv, PORT: String(startupPort) }, startupPort);
+      const started = await start(['src/entries/server.ts'], { ...baseEnv, PORT: String(startupPort) }, startupPort);
       startup[label] = Math.round(started.startedMs);
       await started.stop();
     }
@@ -383,7 +383,7 @@ async function main() {
     // The PostgreSQL database must be migrated first: the first start does it.
     if (engine === 'postgres') {
       const port = await freePort();
-      await (await start(['src/server.ts'], { ...baseEnv, PORT: String(port) }, port)).stop();
+      await (await start(['src/entries/server.ts'], { ...baseEnv, PORT: String(port) }, port)).stop();
     }
     notes.startupMs = await startupTimes(engine, baseEnv, dataDir);
     return finish(engine, notes, results);
@@ -420,7 +420,7 @@ async function main() {
   record('1 ceiling: bare Hono JSON route', ceilingResult, 0);
 
   const port = await freePort();
-  const server = await start(['src/server.ts'], { ...baseEnv, PORT: String(port) }, port);
+  const server = await start(['src/entries/server.ts'], { ...baseEnv, PORT: String(port) }, port);
   const seeded = await seedBenchTenant(liveClient(`http://127.0.0.1:${port}`), () => mailsIn(server.lines));
   const get = (path: string, headers: Record<string, string> = {}): autocannon.Request[] => [
     { method: 'GET', path, headers },
@@ -549,7 +549,7 @@ async function main() {
     RATE_LIMIT_GLOBAL_TTL: '3600',
   };
   const memPort = await freePort();
-  const memory = await start(['src/server.ts'], { ...limitedEnv, PORT: String(memPort) }, memPort);
+  const memory = await start(['src/entries/server.ts'], { ...limitedEnv, PORT: String(memPort) }, memPort);
   record(
     '8a GET /api/health, rate limit: in-memory store',
     await run({ name: 'rl-memory', port: memPort, requests: get('/api/health') }),
@@ -562,7 +562,7 @@ async function main() {
     const upstash = await startUpstashServer({ redisUrl: process.env.TEST_REDIS_URL, token });
     const upPort = await freePort();
     const viaRedis = await start(
-      ['src/server.ts'],
+      ['src/entries/server.ts'],
       { ...limitedEnv, PORT: String(upPort), KV_REST_API_URL: upstash.url, KV_REST_API_TOKEN: token },
       upPort,
     );

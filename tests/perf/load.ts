@@ -71,11 +71,11 @@ async function serveChild(): Promise<void> {
   ] = await Promise.all([
     import('@hono/node-server'),
     import('../../src/app.js'),
-    import('../../src/config.js'),
+    import('../../src/shared/config.js'),
     import('../../src/db/migrate.js'),
-    import('../../src/deps.js'),
-    import('../../src/logger.js'),
-    import('../../src/node-listener.js'),
+    import('../../src/entries/deps.js'),
+    import('../../src/shared/logger.js'),
+    import('../../src/entries/node-listener.js'),
   ]);
   const { config, warnings } = parseConfig(process.env);
   const logger = createLogger({ level: config.logLevel });

@@ -2,7 +2,7 @@ import { Validator } from '@seriousme/openapi-schema-validator';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LIBRARY_ROUTES } from '../../src/library/routes.js';
 import { type Access, declaredAccess } from '../../src/middleware/guard.js';
-import { ALL_PERMISSIONS, RESOURCE_ACTIONS } from '../../src/permissions.js';
+import { ALL_PERMISSIONS, RESOURCE_ACTIONS } from '../../src/shared/permissions.js';
 import { createTestApp, type TestApp } from '../support/app.js';
 import { openTestDatabase, type TestDatabase } from '../support/database.js';
 import { call } from '../support/http.js';

@@ -20,7 +20,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { EmailMessage, Mailer } from '../../src/auth/email.js';
-import type { Logger } from '../../src/logger.js';
+import type { Logger } from '../../src/shared/logger.js';
 import { createTestApp, type TestApp } from '../support/app.js';
 import { CookieJar, call } from '../support/http.js';
 import { median } from '../support/statistics.js';

@@ -9,8 +9,8 @@
 import type { AddressInfo } from 'node:net';
 import { type ServerType, serve } from '@hono/node-server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { answerClientErrors, LISTENER_OPTIONS } from '../../src/entries/node-listener.js';
 import { DEFAULT_CSP_HOSTS, securityHeaderValues } from '../../src/middleware/security-headers.js';
-import { answerClientErrors, LISTENER_OPTIONS } from '../../src/node-listener.js';
 import { createTestApp, type TestApp } from '../support/app.js';
 import { UUID_V4 } from '../support/http.js';
 import { parseResponses, type RawResponse, rawExchange } from '../support/raw-http.js';

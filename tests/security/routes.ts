@@ -5,7 +5,7 @@
  * `app.routes` so a route missing from the document fails the walk.
  */
 import { expect } from 'vitest';
-import { PERMISSION_PATTERN } from '../../src/permissions.js';
+import { PERMISSION_PATTERN } from '../../src/shared/permissions.js';
 import type { TestApp } from '../support/app.js';
 import { type CookieJar, call } from '../support/http.js';
 

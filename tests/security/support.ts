@@ -6,7 +6,7 @@
  */
 import { sql } from 'kysely';
 import { expect } from 'vitest';
-import { ERROR_STATUS } from '../../src/errors.js';
+import { ERROR_STATUS } from '../../src/shared/errors.js';
 import type { TestApp } from '../support/app.js';
 
 const tableLists = new WeakMap<object, string[]>();

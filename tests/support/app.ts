@@ -1,9 +1,9 @@
 import { type CreateAppOptions, createApp } from '../../src/app.js';
 import { sessionStateCacheFor } from '../../src/auth/session.js';
-import { type Config, parseConfig } from '../../src/config.js';
-import { createMemoryLogger } from '../../src/logger.js';
-import { createMemoryStore, createUpstashStore, type RateLimitStore } from '../../src/rate-limit-store.js';
-import type { Clock } from '../../src/types.js';
+import { createMemoryStore, createUpstashStore, type RateLimitStore } from '../../src/platform/rate-limit-store.js';
+import { type Config, parseConfig } from '../../src/shared/config.js';
+import { createMemoryLogger } from '../../src/shared/logger.js';
+import type { Clock } from '../../src/shared/types.js';
 import { openTestDatabase, type TestDatabase } from './database.js';
 import { testServers } from './servers.js';
 import { startUpstashServer } from './upstash-server.js';

@@ -1,12 +1,12 @@
 import { readFile } from 'node:fs/promises';
 import postgres from 'postgres';
 import { inject } from 'vitest';
-import { type Database, openPostgres } from '../../src/db/client.js';
+import { type DatabaseHandle, openPostgres } from '../../src/db/client.js';
 import { migrateToLatest } from '../../src/db/migrate.js';
 import { openPglite } from '../../src/db/open.js';
 import { testServers, withDatabaseName } from './servers.js';
 
-export interface TestDatabase extends Database {
+export interface TestDatabase extends DatabaseHandle {
   /** Which engine this run uses: the suites run on both. */
   engine: 'pglite' | 'postgres';
 }
@@ -17,7 +17,7 @@ export interface TestDatabase extends Database {
  */
 export async function openTestDatabase(options: { migrate?: boolean } = {}): Promise<TestDatabase> {
   const servers = testServers();
-  let database: Database;
+  let database: DatabaseHandle;
   if (servers) {
     const name = `gatehouse_test_${crypto.randomUUID().replaceAll('-', '')}`;
     const admin = postgres(servers.pgUrl, { max: 1, onnotice: () => {} });

@@ -3,7 +3,7 @@ import type { CookieJar } from './http.js';
 import { eachLine, freePort } from './process.js';
 
 /**
- * Instances of the real Node entry (`src/server.ts` under tsx, as `npm start`
+ * Instances of the real Node entry (`src/entries/server.ts` under tsx, as `npm start`
  * runs it), each a child process of its own, spoken to over HTTP as a client
  * speaks (Origin = APP_URL, a cookie jar, the mailed links read from its
  * development-email log lines): the two-instance suites of tests/integration.
@@ -45,10 +45,10 @@ export function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
-/** `src/server.ts` in a child process of its own; resolves once it logs server.listening. */
+/** `src/entries/server.ts` in a child process of its own; resolves once it logs server.listening. */
 export async function startInstance(name: string, env: Record<string, string>): Promise<Instance> {
   const port = await freePort();
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/server.ts'], {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/entries/server.ts'], {
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', PORT: String(port), ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

@@ -1,9 +1,9 @@
 import { type Kysely, sql } from 'kysely';
-import { ApiError } from '../../errors.js';
-import type { Logger } from '../../logger.js';
+import { ApiError } from '../../shared/errors.js';
+import type { Logger } from '../../shared/logger.js';
 import { runInTransaction } from '../ambient.js';
 import { recordAudit } from '../audit.js';
-import type { DB } from '../database.js';
+import type { Database } from '../database.js';
 import { setScope, setTenant } from '../tenant.js';
 import { revokeKeys } from './api-keys.js';
 import { secondFactorsOf } from './second-factors.js';
@@ -24,7 +24,7 @@ export function purgeAfter(deletedAt: Date | string, graceDays: number): Date {
  * has other members. A failure leaves the account as it was.
  */
 export async function purgeAccount(
-  db: Kysely<DB>,
+  db: Kysely<Database>,
   { userId, actorId, requestId, dueBy }: { userId: string; actorId: string | null; requestId?: string; dueBy?: Date },
 ): Promise<boolean> {
   return runInTransaction(db, async (trx) => {
@@ -108,7 +108,7 @@ export async function purgeAccount(
  * failure is logged and counted, and the others go on.
  */
 export async function purgeExpiredAccounts(
-  db: Kysely<DB>,
+  db: Kysely<Database>,
   { now, graceDays, logger }: { now: Date; graceDays: number; logger: Logger },
 ): Promise<{ purged: number; failed: number }> {
   const cutoff = new Date(now.getTime() - graceDays * 24 * 60 * 60 * 1000);
@@ -139,7 +139,7 @@ export async function purgeExpiredAccounts(
   return { purged, failed };
 }
 
-export function findProfile(db: Kysely<DB>, userId: string) {
+export function findProfile(db: Kysely<Database>, userId: string) {
   return db
     .selectFrom('users')
     .select(['id', 'email', 'name', 'role', 'email_verified', 'deleted_at'])
@@ -149,7 +149,7 @@ export function findProfile(db: Kysely<DB>, userId: string) {
 
 /** Marks the account for deletion at `at` (spec §3 "Account scheduled for deletion"), audited with its purge date. */
 export async function scheduleDeletion(
-  db: Kysely<DB>,
+  db: Kysely<Database>,
   { userId, at, purgeAfter, requestId }: { userId: string; at: Date; purgeAfter: Date; requestId?: string },
 ): Promise<void> {
   await runInTransaction(db, async (trx) => {
@@ -166,7 +166,7 @@ export async function scheduleDeletion(
 
 /** Cancels a scheduled deletion; audited only when there was one. */
 export async function reactivate(
-  db: Kysely<DB>,
+  db: Kysely<Database>,
   { userId, at, requestId }: { userId: string; at: Date; requestId?: string },
 ): Promise<void> {
   await runInTransaction(db, async (trx) => {
@@ -189,7 +189,7 @@ export async function reactivate(
 }
 
 /** The user's own memberships (with their roles), keys and audit entries, in one transaction (GET /api/users/me/export). */
-export async function exportAccount(db: Kysely<DB>, userId: string) {
+export async function exportAccount(db: Kysely<Database>, userId: string) {
   return runInTransaction(db, async (trx) => {
     const memberships = await trx
       .selectFrom('members as m')
@@ -230,7 +230,7 @@ export async function exportAccount(db: Kysely<DB>, userId: string) {
 
 /** The token of one of the user's own sessions (the library revokes by token; the service names sessions by id). */
 export async function sessionToken(
-  db: Kysely<DB>,
+  db: Kysely<Database>,
   { sessionId, userId }: { sessionId: string; userId: string },
 ): Promise<string | null> {
   const found = await db

@@ -1,6 +1,6 @@
 import { type Kysely, sql, type Transaction } from 'kysely';
 import { recordAudit } from '../audit.js';
-import type { DB } from '../database.js';
+import type { Database } from '../database.js';
 import { setScope, setTenant, withTenant } from '../tenant.js';
 
 export const KEY_COLUMNS = [
@@ -50,7 +50,7 @@ export interface RevokeKeys {
  * and no key owner otherwise.
  */
 export async function revokeKeys(
-  trx: Transaction<DB>,
+  trx: Transaction<Database>,
   target: RevokeKeys,
 ): Promise<{ id: string; revoked_at: Date | null }[]> {
   const { tenantId, createdBy, keyId, actorId, requestId, reason } = target;
@@ -92,7 +92,7 @@ export async function revokeKeys(
 
 /** DELETE /api/api-keys/:id, idempotent: when the key was revoked, by this call or before; NOT_FOUND is the caller's to raise (null). */
 export async function revokeKey(
-  db: Kysely<DB>,
+  db: Kysely<Database>,
   { tenantId, keyId, actorId, requestId }: { tenantId: string; keyId: string; actorId: string; requestId?: string },
 ): Promise<Date | null> {
   return withTenant(db, tenantId, async (trx) => {
@@ -109,7 +109,7 @@ export async function revokeKey(
 }
 
 /** The organization's keys, newest first. */
-export function listKeys(db: Kysely<DB>, tenantId: string) {
+export function listKeys(db: Kysely<Database>, tenantId: string) {
   return withTenant(db, tenantId, (trx) =>
     trx
       .selectFrom('api_keys')
@@ -132,7 +132,7 @@ export interface NewKey {
 }
 
 /** Stores a key (its hash, salt and lookup digest, never the key) with its `api_key.created` entry. */
-export function insertKey(db: Kysely<DB>, key: NewKey) {
+export function insertKey(db: Kysely<Database>, key: NewKey) {
   return withTenant(db, key.tenantId, async (trx) => {
     const inserted = await trx
       .insertInto('api_keys')
@@ -174,7 +174,7 @@ export interface PresentedKeyRow {
 }
 
 /** The key with this lookup digest, across tenants (`api_key_by_digest` is the one cross-tenant read RLS allows). */
-export async function keyByDigest(db: Kysely<DB>, digest: string): Promise<PresentedKeyRow | undefined> {
+export async function keyByDigest(db: Kysely<Database>, digest: string): Promise<PresentedKeyRow | undefined> {
   const { rows } = await sql<PresentedKeyRow>`
     select id, tenant_id, created_by, scopes, expires_at, key_hash, key_salt, revoked_at, last_used_at
     from api_key_by_digest(${digest})`.execute(db);
@@ -183,7 +183,7 @@ export async function keyByDigest(db: Kysely<DB>, digest: string): Promise<Prese
 
 /** Stamps `last_used_at` unless another request did within `resolutionMs` (one write per key per interval). */
 export function touchKey(
-  db: Kysely<DB>,
+  db: Kysely<Database>,
   key: { id: string; tenant_id: string },
   now: Date,
   resolutionMs: number,

@@ -1,10 +1,10 @@
 import type { Kysely } from 'kysely';
-import type { DB } from '../database.js';
+import type { Database } from '../database.js';
 import { paginate } from '../pagination.js';
 import { withTenant } from '../tenant.js';
 
 /** GET /api/audit-logs: a page of one organization's entries, newest first. */
-export function auditPage(db: Kysely<DB>, tenantId: string, page: { limit: number; cursor?: string }) {
+export function auditPage(db: Kysely<Database>, tenantId: string, page: { limit: number; cursor?: string }) {
   return withTenant(db, tenantId, (trx) =>
     paginate(
       trx

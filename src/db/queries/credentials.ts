@@ -1,5 +1,5 @@
 import { type Kysely, sql, type Transaction } from 'kysely';
-import type { DB } from '../database.js';
+import type { Database } from '../database.js';
 
 /**
  * The twoFactor plugin's records of a pending sign-in (better-auth
@@ -22,7 +22,7 @@ export type KeptSession = { sessionId: string } | { token: string } | null;
  * and the sessions trigger clears the embedded engine's cache (migrations/0005).
  */
 export async function endSessionsAndChallenges(
-  db: Kysely<DB> | Transaction<DB>,
+  db: Kysely<Database> | Transaction<Database>,
   { userId, keep }: { userId: string; keep: KeptSession },
 ): Promise<{ sessions: number; challenges: number }> {
   let sessions = db.deleteFrom('sessions').where('user_id', '=', userId);
@@ -46,7 +46,10 @@ export async function endSessionsAndChallenges(
 }
 
 /** The user a password-reset token belongs to, if it is still valid (better-auth's `reset-password:<token>` record). */
-export async function resetTokenOwner(db: Kysely<DB> | Transaction<DB>, token: string): Promise<string | null> {
+export async function resetTokenOwner(
+  db: Kysely<Database> | Transaction<Database>,
+  token: string,
+): Promise<string | null> {
   const row = await db
     .selectFrom('verifications')
     .select('value')

@@ -1,9 +1,9 @@
 import type { Kysely, Transaction } from 'kysely';
-import { ApiError } from '../../errors.js';
-import { missing } from '../../permissions.js';
-import type { EnrichedSession } from '../../types.js';
+import { ApiError } from '../../shared/errors.js';
+import { missing } from '../../shared/permissions.js';
+import type { EnrichedSession } from '../../shared/types.js';
 import { recordAudit } from '../audit.js';
-import type { DB } from '../database.js';
+import type { Database } from '../database.js';
 import { withTenant } from '../tenant.js';
 import { findDefaultRole, findRole, libraryRoleFor } from './roles.js';
 
@@ -13,7 +13,7 @@ import { findDefaultRole, findRole, libraryRoleFor } from './roles.js';
  * takes this lock first, so two of them never both see "another Owner
  * remains" (spec §3 Member role; two Owners demoting each other at once).
  */
-export async function lockOwners(trx: Transaction<DB>, tenantId: string): Promise<string[]> {
+export async function lockOwners(trx: Transaction<Database>, tenantId: string): Promise<string[]> {
   const owner = await findDefaultRole(trx, tenantId, 'owner');
   const rows = await trx
     .selectFrom('members')
@@ -39,7 +39,7 @@ export interface RoleChange {
  * Needs the tenant set on `trx`.
  */
 export async function changeMemberRole(
-  trx: Transaction<DB>,
+  trx: Transaction<Database>,
   {
     tenantId,
     memberId,
@@ -108,7 +108,7 @@ export async function changeMemberRole(
 
 /** changeMemberRole in its own transaction, audited as `member.role_changed` when the role changed. */
 export function setMemberRole(
-  db: Kysely<DB>,
+  db: Kysely<Database>,
   {
     tenantId,
     memberId,
@@ -138,7 +138,7 @@ export function setMemberRole(
  * Admin and the target Admin the Owner (NOT_OWNER, TARGET_NOT_ADMIN otherwise).
  */
 export function transferOwnership(
-  db: Kysely<DB>,
+  db: Kysely<Database>,
   {
     tenantId,
     userId,
@@ -194,7 +194,7 @@ export interface MemberRow {
 }
 
 /** The organization's members with their roles, oldest first. */
-export function listMembers(db: Kysely<DB>, tenantId: string): Promise<MemberRow[]> {
+export function listMembers(db: Kysely<Database>, tenantId: string): Promise<MemberRow[]> {
   return withTenant(db, tenantId, (trx) =>
     trx
       .selectFrom('members as m')
@@ -211,7 +211,7 @@ export function listMembers(db: Kysely<DB>, tenantId: string): Promise<MemberRow
 }
 
 /** The caller's own membership in the organization. */
-export async function membershipOf(trx: Transaction<DB>, tenantId: string, userId: string) {
+export async function membershipOf(trx: Transaction<Database>, tenantId: string, userId: string) {
   return trx
     .selectFrom('members as m')
     .leftJoin('roles as r', (join) =>

@@ -1,6 +1,6 @@
 import type { Kysely } from 'kysely';
 import { recordAudit } from '../audit.js';
-import type { DB } from '../database.js';
+import type { Database } from '../database.js';
 import { withTenant } from '../tenant.js';
 
 export interface OrganizationSecurity {
@@ -8,7 +8,10 @@ export interface OrganizationSecurity {
 }
 
 /** The organization's security policy (API.md "Organization policy"). */
-export async function organizationSecurity(db: Kysely<DB>, organizationId: string): Promise<OrganizationSecurity> {
+export async function organizationSecurity(
+  db: Kysely<Database>,
+  organizationId: string,
+): Promise<OrganizationSecurity> {
   const row = await db
     .selectFrom('organizations')
     .select('require_mfa')
@@ -23,7 +26,7 @@ export async function organizationSecurity(db: Kysely<DB>, organizationId: strin
  * the value before and after). The row lock orders concurrent changes.
  */
 export async function updateOrganizationSecurity(
-  db: Kysely<DB>,
+  db: Kysely<Database>,
   {
     organizationId,
     requireMfa,

@@ -1,7 +1,7 @@
 import type { Kysely, Transaction } from 'kysely';
-import { ApiError } from '../../errors.js';
+import { ApiError } from '../../shared/errors.js';
 import { recordAudit } from '../audit.js';
-import type { DB } from '../database.js';
+import type { Database } from '../database.js';
 import { withTenant } from '../tenant.js';
 import { findDefaultRole, findRole, type RoleWithPermissions, setRolePermissions } from './roles.js';
 
@@ -13,7 +13,7 @@ interface Actor {
 }
 
 /** The role, locked until the transaction ends (a concurrent change or delete waits for this one). */
-function lockRole(trx: Transaction<DB>, tenantId: string, id: string) {
+function lockRole(trx: Transaction<Database>, tenantId: string, id: string) {
   return trx
     .selectFrom('roles')
     .selectAll()
@@ -36,7 +36,7 @@ async function uniqueSlug<T>(slug: string | undefined, write: () => Promise<T>):
 
 /** A custom role with its permissions (validated by the caller), audited as `role.created`. */
 export function createRole(
-  db: Kysely<DB>,
+  db: Kysely<Database>,
   {
     tenantId,
     name,
@@ -73,7 +73,7 @@ export function createRole(
  * roles keep their names, and the Owner its permissions (DEFAULT_ROLE).
  */
 export function updateRole(
-  db: Kysely<DB>,
+  db: Kysely<Database>,
   {
     tenantId,
     id,
@@ -133,7 +133,7 @@ export function updateRole(
  * (spec §4 rule 2). Audited as `role.deleted`; returns how many moved.
  */
 export function deleteRole(
-  db: Kysely<DB>,
+  db: Kysely<Database>,
   { tenantId, id, actorId, requestId }: Actor & { tenantId: string; id: string },
 ): Promise<number> {
   return withTenant(db, tenantId, async (trx) => {

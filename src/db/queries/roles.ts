@@ -1,8 +1,8 @@
 import { type Kysely, sql, type Transaction } from 'kysely';
-import { DEFAULT_ROLES, type DefaultRoleSlug } from '../../permissions.js';
-import type { DB, Role } from '../database.js';
+import { DEFAULT_ROLES, type DefaultRoleSlug } from '../../shared/permissions.js';
+import type { Database, Role } from '../database.js';
 
-type Db = Kysely<DB> | Transaction<DB>;
+type Db = Kysely<Database> | Transaction<Database>;
 
 export interface RoleWithPermissions extends Role {
   permissions: string[];
@@ -70,7 +70,7 @@ export async function findDefaultRole(db: Db, tenantId: string, slug: DefaultRol
 
 /** Replaces a role's permission set. The strings must exist (callers validate first). */
 export async function setRolePermissions(
-  trx: Transaction<DB>,
+  trx: Transaction<Database>,
   roleId: string,
   permissions: readonly string[],
 ): Promise<void> {
@@ -96,7 +96,7 @@ export async function knownPermissions(db: Db): Promise<Set<string>> {
 
 /** Spec §6 ORGANIZATION_CREATED: the four default roles; returns their ids by slug. Needs the tenant set on `trx`. */
 export async function seedDefaultRoles(
-  trx: Transaction<DB>,
+  trx: Transaction<Database>,
   tenantId: string,
 ): Promise<Record<DefaultRoleSlug, string>> {
   const ids = {} as Record<DefaultRoleSlug, string>;

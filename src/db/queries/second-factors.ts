@@ -1,12 +1,12 @@
 import type { Kysely, Transaction } from 'kysely';
-import type { DB } from '../database.js';
+import type { Database } from '../database.js';
 
 /**
  * The user's second factors as the account export lists them: metadata only,
  * never the TOTP secret, a backup code (or its hash), or a passkey's key
  * material (public key, credential id).
  */
-export async function secondFactorsOf(db: Kysely<DB> | Transaction<DB>, userId: string) {
+export async function secondFactorsOf(db: Kysely<Database> | Transaction<Database>, userId: string) {
   const totp = await db
     .selectFrom('two_factors')
     .select(['verified', 'backup_codes', 'created_at'])

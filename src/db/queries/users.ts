@@ -1,12 +1,12 @@
 import type { Kysely } from 'kysely';
-import { ApiError } from '../../errors.js';
-import type { PlatformRole } from '../../permissions.js';
+import { ApiError } from '../../shared/errors.js';
+import type { PlatformRole } from '../../shared/permissions.js';
 import { recordAudit } from '../audit.js';
-import type { DB } from '../database.js';
+import type { Database } from '../database.js';
 import { paginate } from '../pagination.js';
 
 /** GET /api/admin/users: a page of every user, newest first. */
-export function listUsers(db: Kysely<DB>, page: { limit: number; cursor?: string }) {
+export function listUsers(db: Kysely<Database>, page: { limit: number; cursor?: string }) {
   return paginate(
     db.selectFrom('users').select(['id', 'email', 'role', 'email_verified', 'deleted_at', 'created_at']),
     page,
@@ -19,7 +19,7 @@ export function listUsers(db: Kysely<DB>, page: { limit: number; cursor?: string
  * demote the last superadmin (OWNERSHIP_CONSTRAINT).
  */
 export async function changePlatformRole(
-  db: Kysely<DB>,
+  db: Kysely<Database>,
   { userId, role, actorId, requestId }: { userId: string; role: PlatformRole; actorId: string; requestId?: string },
 ): Promise<{ id: string; role: PlatformRole }> {
   return db.transaction().execute(async (trx) => {

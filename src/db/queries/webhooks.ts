@@ -1,8 +1,8 @@
 import { type Kysely, type RawBuilder, sql, type Transaction } from 'kysely';
-import { ApiError } from '../../errors.js';
-import { currentRequestScope } from '../../request-scope.js';
+import { ApiError } from '../../shared/errors.js';
+import { currentRequestScope } from '../../shared/request-scope.js';
 import { recordAudit } from '../audit.js';
-import type { DB } from '../database.js';
+import type { Database } from '../database.js';
 import { decodeCursor, paginate } from '../pagination.js';
 import { setScope, withTenant } from '../tenant.js';
 
@@ -15,7 +15,7 @@ interface Actor {
   requestId: string;
 }
 
-export function listEndpoints(db: Kysely<DB>, tenantId: string) {
+export function listEndpoints(db: Kysely<Database>, tenantId: string) {
   return withTenant(db, tenantId, (trx) =>
     trx
       .selectFrom('webhook_endpoints')
@@ -34,7 +34,7 @@ export function listEndpoints(db: Kysely<DB>, tenantId: string) {
  * creations at the limit never both pass.
  */
 export function createEndpoint(
-  db: Kysely<DB>,
+  db: Kysely<Database>,
   input: { url: string; events: string[]; description: string | null; sealedSecret: string },
   { tenantId, actorId, requestId }: Actor,
   { maxEndpoints }: { maxEndpoints: number },
@@ -74,7 +74,7 @@ export function createEndpoint(
 const notFound = () => new ApiError('NOT_FOUND', 'Webhook not found');
 
 /** The organization's endpoint, or 404 (another organization's id included). */
-async function existingEndpoint(trx: Transaction<DB>, tenantId: string, id: string) {
+async function existingEndpoint(trx: Transaction<Database>, tenantId: string, id: string) {
   const endpoint = await trx
     .selectFrom('webhook_endpoints')
     .select('id')
@@ -85,7 +85,7 @@ async function existingEndpoint(trx: Transaction<DB>, tenantId: string, id: stri
 }
 
 /** A disabled endpoint's pending events are failed: it receives nothing until enabled again. */
-async function failPending(trx: Transaction<DB>, endpointId: string, now: Date) {
+async function failPending(trx: Transaction<Database>, endpointId: string, now: Date) {
   await trx
     .updateTable('webhook_deliveries')
     .set({ status: 'failed', next_attempt_at: null, last_error: 'Endpoint disabled', updated_at: now })
@@ -97,7 +97,7 @@ async function failPending(trx: Transaction<DB>, endpointId: string, now: Date) 
 
 /** Applies the given fields, audited as `webhook.updated` with the names of the fields changed. */
 export function updateEndpoint(
-  db: Kysely<DB>,
+  db: Kysely<Database>,
   id: string,
   changes: { url?: string; events?: string[]; description?: string | null; enabled?: boolean },
   { tenantId, actorId, requestId }: Actor,
@@ -128,7 +128,7 @@ export function updateEndpoint(
   });
 }
 
-export function deleteEndpoint(db: Kysely<DB>, id: string, { tenantId, actorId, requestId }: Actor) {
+export function deleteEndpoint(db: Kysely<Database>, id: string, { tenantId, actorId, requestId }: Actor) {
   return withTenant(db, tenantId, async (trx) => {
     const endpoint = await trx
       .deleteFrom('webhook_endpoints')
@@ -149,7 +149,7 @@ export function deleteEndpoint(db: Kysely<DB>, id: string, { tenantId, actorId, 
 
 /** Replaces the secret: the old one signs nothing from the commit on (deliveries read it at send time). */
 export function rotateSecret(
-  db: Kysely<DB>,
+  db: Kysely<Database>,
   id: string,
   sealedSecret: string,
   { tenantId, actorId, requestId }: Actor,
@@ -174,7 +174,7 @@ export function rotateSecret(
 }
 
 /** One `webhook.test` event for this endpoint only, whatever its filter (not an audit entry). */
-export function enqueueTest(db: Kysely<DB>, id: string, { tenantId, actorId }: Actor) {
+export function enqueueTest(db: Kysely<Database>, id: string, { tenantId, actorId }: Actor) {
   return withTenant(db, tenantId, async (trx) => {
     const eventId = crypto.randomUUID();
     const now = new Date().toISOString();
@@ -212,7 +212,7 @@ export function enqueueTest(db: Kysely<DB>, id: string, { tenantId, actorId }: A
 
 /** GET /api/webhooks/:id/deliveries: newest first, the shared cursor paging. */
 export function deliveriesPage(
-  db: Kysely<DB>,
+  db: Kysely<Database>,
   tenantId: string,
   endpointId: string,
   page: { limit: number; cursor?: string },
@@ -281,7 +281,7 @@ const CLAIM_LOCK = sql`pg_advisory_xact_lock(hashtextextended('gatehouse.webhook
  * delivery due again.
  */
 export function claimDue(
-  db: Kysely<DB>,
+  db: Kysely<Database>,
   {
     now,
     leaseUntil,
@@ -378,7 +378,7 @@ export interface AttemptOutcome {
  * streak. Only while the delivery still holds this claim's lease: one whose
  * lease ran out and was claimed again belongs to the new claim.
  */
-export function settleAttempt(db: Kysely<DB>, outcome: AttemptOutcome) {
+export function settleAttempt(db: Kysely<Database>, outcome: AttemptOutcome) {
   return db.transaction().execute(async (trx) => {
     await setScope(trx, { webhookDeliverer: 'on' });
     const settled = await trx

@@ -1,8 +1,8 @@
 import { type Kysely, sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { purgeAccount, purgeExpiredAccounts } from '../../../src/db/queries/accounts.js';
-import { ApiError } from '../../../src/errors.js';
-import { createMemoryLogger } from '../../../src/logger.js';
+import { ApiError } from '../../../src/shared/errors.js';
+import { createMemoryLogger } from '../../../src/shared/logger.js';
 import { createTestApp, type TestApp } from '../../support/app.js';
 import { call, expectStatus } from '../../support/http.js';
 import { addMember, auditRows, createOrganization, newMember, type TestOrganization } from '../../support/orgs.js';

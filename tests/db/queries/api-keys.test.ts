@@ -1,6 +1,6 @@
 import { type Kysely, sql, type Transaction } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { DB } from '../../../src/db/database.js';
+import type { Database } from '../../../src/db/database.js';
 import { revokeKeys } from '../../../src/db/queries/api-keys.js';
 import { createTestApp, type TestApp } from '../../support/app.js';
 import { type CookieJar, call, expectStatus } from '../../support/http.js';
@@ -88,8 +88,8 @@ describe('API keys at the database', () => {
   }
 
   /** A transaction of the runtime role (t.db) naming `tenantId`. */
-  function asRuntime<T>(tenantId: string | null, fn: (trx: Transaction<DB>) => Promise<T>): Promise<T> {
-    return (t.db as Kysely<DB>).transaction().execute(async (trx) => {
+  function asRuntime<T>(tenantId: string | null, fn: (trx: Transaction<Database>) => Promise<T>): Promise<T> {
+    return (t.db as Kysely<Database>).transaction().execute(async (trx) => {
       if (tenantId) await sql`select set_config('app.tenant_id', ${tenantId}, true)`.execute(trx);
       return fn(trx);
     });
@@ -108,7 +108,7 @@ describe('API keys at the database', () => {
       expect(seen).toHaveLength(1);
 
       // ...but not change or remove it.
-      const attempts: [string, (trx: Transaction<DB>) => Promise<unknown>][] = [
+      const attempts: [string, (trx: Transaction<Database>) => Promise<unknown>][] = [
         [
           'update metadata',
           (trx) =>
@@ -141,7 +141,7 @@ describe('API keys at the database', () => {
     it('api_keys: DELETE and UPDATE of anything but revoked_at / last_used_at are denied (42501)', async () => {
       const key = await createKey(org.owner.jar);
       const before = await storedKey(org.id, key.id);
-      const attempts: [string, (trx: Transaction<DB>) => Promise<unknown>][] = [
+      const attempts: [string, (trx: Transaction<Database>) => Promise<unknown>][] = [
         ['delete', (trx) => trx.deleteFrom('api_keys').where('id', '=', key.id).execute()],
         [
           'update key_hash',

@@ -1,7 +1,7 @@
 import type { AddressInfo } from 'node:net';
 import { type ServerType, serve } from '@hono/node-server';
 import { getConnInfo } from '@hono/node-server/conninfo';
-import { clientIpFromForwardedFor } from '../../../src/client-address.js';
+import { clientIpFromForwardedFor } from '../../../src/shared/client-address.js';
 import { createTestApp, type TestApp } from '../../support/app.js';
 
 export interface ApiServer {
@@ -13,7 +13,7 @@ export interface ApiServer {
 }
 
 /**
- * The Node entry's composition (src/server.ts: createApp behind
+ * The Node entry's composition (src/entries/server.ts: createApp behind
  * @hono/node-server, client address from x-forwarded-for or the socket) on a
  * real listener on 127.0.0.1. The port is taken first, since AUTH_URL (the
  * library's base URL, used in the verification link) must name it.

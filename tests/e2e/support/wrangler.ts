@@ -34,7 +34,7 @@ function devVars(vars: Record<string, string>): string {
 }
 
 /**
- * `wrangler dev --local` of the project's own wrangler.toml and src/worker.ts,
+ * `wrangler dev --local` of the project's own wrangler.toml and src/entries/worker.ts,
  * in workerd, on 127.0.0.1:<port>. The secrets go to a generated `.dev.vars`
  * in a temporary folder beside a copy of wrangler.toml whose `main` and
  * `[alias]` targets point back at the repository (so nothing is written into

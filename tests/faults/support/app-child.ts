@@ -1,17 +1,17 @@
 /**
- * The service as the fault tests run it: `src/server.ts`'s recipe (config
+ * The service as the fault tests run it: `src/entries/server.ts`'s recipe (config
  * from the environment, migrations, the configured database and rate-limit
  * store, the listener's client-error handling) in a child process of its
  * own, listening on loopback only. Prints `{"event":"child.listening","port":n}`.
  */
 import { serve } from '@hono/node-server';
 import { createApp } from '../../../src/app.js';
-import { clientIpFromForwardedFor } from '../../../src/client-address.js';
-import { parseConfig } from '../../../src/config.js';
 import { migrateToLatest } from '../../../src/db/migrate.js';
-import { createRateLimitStore, logConfigWarnings, openConfiguredDatabase } from '../../../src/deps.js';
-import { createLogger } from '../../../src/logger.js';
-import { answerClientErrors, LISTENER_OPTIONS } from '../../../src/node-listener.js';
+import { createRateLimitStore, logConfigWarnings, openConfiguredDatabase } from '../../../src/entries/deps.js';
+import { answerClientErrors, LISTENER_OPTIONS } from '../../../src/entries/node-listener.js';
+import { clientIpFromForwardedFor } from '../../../src/shared/client-address.js';
+import { parseConfig } from '../../../src/shared/config.js';
+import { createLogger } from '../../../src/shared/logger.js';
 
 const { config, warnings } = parseConfig(process.env);
 const logger = createLogger({ level: config.logLevel });

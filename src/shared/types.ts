@@ -1,11 +1,11 @@
 import type { Context } from 'hono';
-import type { OrganizationTarget } from './auth/access.js';
+import type { OrganizationTarget } from '../auth/access.js';
+import type { DatabaseHandle } from '../db/client.js';
+import type { RateLimitStore } from '../platform/rate-limit-store.js';
 import type { Clock } from './clock.js';
 import type { Config } from './config.js';
-import type { Database as DatabaseHandle } from './db/client.js';
 import type { Logger } from './logger.js';
 import type { PlatformRole } from './permissions.js';
-import type { RateLimitStore } from './rate-limit-store.js';
 
 export type { Clock } from './clock.js';
 

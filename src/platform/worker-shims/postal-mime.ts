@@ -8,6 +8,6 @@
 // biome-ignore lint/complexity/noStaticOnlyClass: stands in for the package's class export
 export default class PostalMime {
   static parse(): never {
-    throw new Error('postal-mime is not bundled in the Worker (src/worker-shims/postal-mime.ts)');
+    throw new Error('postal-mime is not bundled in the Worker (src/platform/worker-shims/postal-mime.ts)');
   }
 }

@@ -1,14 +1,14 @@
 import type { ExecutionContext } from 'hono';
-import { type App, createApp } from './app.js';
-import { clientIpFromForwardedFor } from './client-address.js';
-import { type Config, ConfigError, parseConfig } from './config.js';
-import type { Database } from './db/client.js';
-import { purgeExpiredAccounts } from './db/queries/accounts.js';
-import { openRequestScopedPostgres, type RequestScope } from './db/request-scoped.js';
+import { type App, createApp } from '../app.js';
+import type { DatabaseHandle } from '../db/client.js';
+import { purgeExpiredAccounts } from '../db/queries/accounts.js';
+import { type ConnectionScope, openRequestScopedPostgres } from '../db/request-scoped.js';
+import { clientIpFromForwardedFor } from '../shared/client-address.js';
+import { type Config, ConfigError, parseConfig } from '../shared/config.js';
+import { describeError } from '../shared/errors.js';
+import { createLogger, type Logger } from '../shared/logger.js';
+import { delivererFor } from '../webhooks/deliverer.js';
 import { createRateLimitStore, logConfigWarnings } from './deps.js';
-import { describeError } from './errors.js';
-import { createLogger, type Logger } from './logger.js';
-import { delivererFor } from './webhooks/deliverer.js';
 
 type Bindings = Record<string, unknown>;
 
@@ -18,8 +18,8 @@ const HYPERDRIVE_BINDING = 'HYPERDRIVE';
 interface Runtime {
   config: Config;
   logger: Logger;
-  database: Database;
-  scope: RequestScope;
+  database: DatabaseHandle;
+  scope: ConnectionScope;
   app: App;
   /** Sends due webhook deliveries for at most `budgetMs` (no new claim after it); never rejects. */
   deliver: (budgetMs: number) => Promise<unknown>;

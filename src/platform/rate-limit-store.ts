@@ -1,6 +1,6 @@
 import { Ratelimit } from '@upstash/ratelimit';
 import { Redis } from '@upstash/redis';
-import type { Clock } from './clock.js';
+import type { Clock } from '../shared/clock.js';
 
 export interface RateLimitTier {
   name: 'global' | 'auth' | 'account' | 'api' | 'invitations' | 'mail';

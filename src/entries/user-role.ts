@@ -9,15 +9,15 @@
  */
 import { sql, type Transaction } from 'kysely';
 import { canonicalEmail } from '../auth/email-address.js';
-import { ConfigError, parseConfig } from '../config.js';
 import { recordAudit } from '../db/audit.js';
-import type { Database } from '../db/client.js';
-import type { DB } from '../db/database.js';
+import type { DatabaseHandle } from '../db/client.js';
+import type { Database } from '../db/database.js';
 import { DatabaseInUseError } from '../db/open.js';
-import { openConfiguredDatabase } from '../deps.js';
-import { describeError } from '../errors.js';
-import { createLogger, type Logger } from '../logger.js';
-import { PLATFORM_ROLES, type PlatformRole } from '../permissions.js';
+import { ConfigError, parseConfig } from '../shared/config.js';
+import { describeError } from '../shared/errors.js';
+import { createLogger, type Logger } from '../shared/logger.js';
+import { PLATFORM_ROLES, type PlatformRole } from '../shared/permissions.js';
+import { openConfiguredDatabase } from './deps.js';
 
 const USAGE = `usage: npm run user:role -- <email> <${PLATFORM_ROLES.join('|')}>`;
 
@@ -51,7 +51,7 @@ function parseArgs(argv: readonly string[]): { email: string; role: PlatformRole
 }
 
 /** Sets the platform role of the user with this (case-insensitive) email, audited, as the schema owner. */
-async function changeUserRole(database: Database, email: string, role: PlatformRole): Promise<RoleChange> {
+async function changeUserRole(database: DatabaseHandle, email: string, role: PlatformRole): Promise<RoleChange> {
   const wanted = canonicalEmail(email);
   return database.withOwner((owner) =>
     owner.transaction().execute(async (trx) => {
@@ -70,7 +70,7 @@ async function changeUserRole(database: Database, email: string, role: PlatformR
 
       await trx.updateTable('users').set({ role, updated_at: new Date() }).where('id', '=', user.id).execute();
       // The owner handle is untyped; the audit table is the same one.
-      await recordAudit(trx as unknown as Transaction<DB>, {
+      await recordAudit(trx as unknown as Transaction<Database>, {
         action: 'user.role_changed',
         actorId: null,
         organizationId: null,
@@ -87,7 +87,7 @@ async function main(
   logger: Logger = createLogger(),
 ): Promise<number> {
   let args: { email: string; role: PlatformRole };
-  let database: Database;
+  let database: DatabaseHandle;
   try {
     args = parseArgs(argv);
     database = await openConfiguredDatabase(parseConfig(env).config);

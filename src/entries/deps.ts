@@ -1,8 +1,8 @@
-import type { Config, ConfigWarning } from './config.js';
-import type { Database } from './db/client.js';
-import { openDatabase } from './db/open.js';
-import type { Logger } from './logger.js';
-import { createMemoryStore, createUpstashStore, type RateLimitStore } from './rate-limit-store.js';
+import type { DatabaseHandle } from '../db/client.js';
+import { openDatabase } from '../db/open.js';
+import { createMemoryStore, createUpstashStore, type RateLimitStore } from '../platform/rate-limit-store.js';
+import type { Config, ConfigWarning } from '../shared/config.js';
+import type { Logger } from '../shared/logger.js';
 
 /** Logs what parseConfig found worth saying (spec §5, §8 rules 3 and 4). */
 export function logConfigWarnings(logger: Logger, warnings: ConfigWarning[]): void {
@@ -14,7 +14,7 @@ export function createRateLimitStore(config: Config): RateLimitStore {
   return store ? createUpstashStore({ ...store, timeoutMs: storeTimeoutMs }) : createMemoryStore();
 }
 
-export function openConfiguredDatabase(config: Config, logger?: Logger): Promise<Database> {
+export function openConfiguredDatabase(config: Config, logger?: Logger): Promise<DatabaseHandle> {
   return openDatabase({
     url: config.database.url,
     migrationUrl: config.database.migrationUrl,

@@ -6,6 +6,6 @@
  */
 export class Webhook {
   constructor() {
-    throw new Error('standardwebhooks is not bundled in the Worker (src/worker-shims/standardwebhooks.ts)');
+    throw new Error('standardwebhooks is not bundled in the Worker (src/platform/worker-shims/standardwebhooks.ts)');
   }
 }

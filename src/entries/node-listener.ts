@@ -3,8 +3,12 @@ import type { Duplex } from 'node:stream';
 import type { ServerType } from '@hono/node-server';
 import { getConnInfo } from '@hono/node-server/conninfo';
 import type { Context } from 'hono';
-import { clientIpFromForwardedFor } from './client-address.js';
-import { DEFAULT_CSP_HOSTS, type SecurityHeadersOptions, securityHeaderValues } from './middleware/security-headers.js';
+import {
+  DEFAULT_CSP_HOSTS,
+  type SecurityHeadersOptions,
+  securityHeaderValues,
+} from '../middleware/security-headers.js';
+import { clientIpFromForwardedFor } from '../shared/client-address.js';
 
 /**
  * Node's own limits for the listener. A request whose body never arrives in

@@ -1,7 +1,7 @@
 import { PassThrough } from 'node:stream';
 import { describe, expect, it } from 'vitest';
-import { createLogger } from '../src/logger.js';
-import { createBatchedStdioSink } from '../src/node-log-sink.js';
+import { createBatchedStdioSink } from '../../src/platform/node-log-sink.js';
+import { createLogger } from '../../src/shared/logger.js';
 
 function capture() {
   const stream = new PassThrough();

@@ -1,8 +1,8 @@
-import { type Config, ConfigError, parseConfig } from '../config.js';
-import { openConfiguredDatabase } from '../deps.js';
-import { describeError } from '../errors.js';
-import { createLogger } from '../logger.js';
-import { migrateDown, migrateToLatest } from './migrate.js';
+import { migrateDown, migrateToLatest } from '../db/migrate.js';
+import { type Config, ConfigError, parseConfig } from '../shared/config.js';
+import { describeError } from '../shared/errors.js';
+import { createLogger } from '../shared/logger.js';
+import { openConfiguredDatabase } from './deps.js';
 
 /** `npm run db:migrate` applies every pending migration; `npm run db:migrate -- down` rolls back one. */
 async function main(): Promise<void> {

@@ -9,9 +9,9 @@ import type { AddressInfo } from 'node:net';
 import { createServer, type Server, type Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parseConfig } from '../src/config.js';
-import { createMemoryStore, createUpstashStore, type RateLimitTier } from '../src/rate-limit-store.js';
-import { createTestClock, createTestStore, TEST_SECRET, type TestStore } from './support/app.js';
+import { createMemoryStore, createUpstashStore, type RateLimitTier } from '../../src/platform/rate-limit-store.js';
+import { parseConfig } from '../../src/shared/config.js';
+import { createTestClock, createTestStore, TEST_SECRET, type TestStore } from '../support/app.js';
 
 const DAY: RateLimitTier = { name: 'global', limit: 3, window: 86_400 };
 

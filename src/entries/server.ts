@@ -1,17 +1,17 @@
 import { lookup } from 'node:dns/promises';
 import { serve } from '@hono/node-server';
-import { createApp } from './app.js';
-import { sessionStateCacheFor } from './auth/session.js';
-import { ConfigError, parseConfig } from './config.js';
-import { migrateToLatest } from './db/migrate.js';
+import { createApp } from '../app.js';
+import { sessionStateCacheFor } from '../auth/session.js';
+import { migrateToLatest } from '../db/migrate.js';
+import { createBatchedStdioSink } from '../platform/node-log-sink.js';
+import { ConfigError, parseConfig } from '../shared/config.js';
+import { describeError } from '../shared/errors.js';
+import { createLogger } from '../shared/logger.js';
+import { delivererFor } from '../webhooks/deliverer.js';
+import { startDeliveryLoop } from '../webhooks/loop.js';
+import { pinnedFetch } from '../webhooks/pinned-fetch.js';
 import { createRateLimitStore, logConfigWarnings, openConfiguredDatabase } from './deps.js';
-import { describeError } from './errors.js';
-import { createLogger } from './logger.js';
 import { answerClientErrors, LISTENER_OPTIONS, nodeClientIp } from './node-listener.js';
-import { createBatchedStdioSink } from './node-log-sink.js';
-import { delivererFor } from './webhooks/deliverer.js';
-import { startDeliveryLoop } from './webhooks/loop.js';
-import { pinnedFetch } from './webhooks/pinned-fetch.js';
 
 /** How long a webhook URL's host name may take to resolve (a request checking a URL waits for it). */
 const RESOLVE_TIMEOUT_MS = 5_000;

@@ -1,4 +1,4 @@
-import type { LogSink } from './logger.js';
+import type { LogSink } from '../shared/logger.js';
 
 /**
  * The Node entry's log sink: the lines of one turn of the event loop leave
