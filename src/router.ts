@@ -197,22 +197,34 @@ function withRequestId(responses: RouteConfig['responses']): RouteConfig['respon
 }
 
 /**
+ * A route as the OpenAPI document states it: its access (`x-access`,
+ * `security`), the contract's error responses, `X-Request-Id` on each, and a
+ * JSON body that must be present. The service's routes (defineRoute) and the
+ * auth library's (library/document.ts) are described by this one function.
+ */
+export function describedRoute<const R extends RouteConfig>(config: R & { access: Access }): R {
+  const { access, ...route } = config;
+  const body = route.request?.body;
+  return {
+    ...(describeAccess(access) as object),
+    ...route,
+    responses: withRequestId({ ...errorResponses(route as RouteConfig, access), ...route.responses }),
+    ...(body ? { request: { ...route.request, body: { required: true, ...body } } } : {}),
+  } as unknown as R;
+}
+
+/**
  * createRoute plus what every service route needs, in spec §4 order: the
  * route's declared access (checked by the guard before anything reads the
  * request), then for a JSON body the 415 check (API.md "Conventions") and a
  * body that must be present, then zod validation.
  */
 export function defineRoute<const R extends RouteConfig>(config: R & { access: Access }): R {
-  const { access, ...route } = config;
   const own =
-    route.middleware === undefined ? [] : Array.isArray(route.middleware) ? route.middleware : [route.middleware];
-  const body = route.request?.body;
+    config.middleware === undefined ? [] : Array.isArray(config.middleware) ? config.middleware : [config.middleware];
   return createRoute({
-    ...(describeAccess(access) as object),
-    ...route,
-    responses: withRequestId({ ...errorResponses(route as RouteConfig, access), ...route.responses }),
-    ...(body ? { request: { ...route.request, body: { required: true, ...body } } } : {}),
-    middleware: [guard(access), ...(body ? [jsonOnly] : []), ...own],
+    ...describedRoute(config),
+    middleware: [guard(config.access), ...(config.request?.body ? [jsonOnly] : []), ...own],
   } as unknown as R);
 }
 
