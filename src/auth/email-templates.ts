@@ -1,3 +1,4 @@
+import { oneLine } from '../shared/text.js';
 import type { EmailMessage } from './email.js';
 
 /** Every mail carries its link in `text` too (API.md "Development email"). */
@@ -67,9 +68,6 @@ export const emails = {
     ),
 };
 
-// Line breaks and other control characters, which would let a name write lines of its own.
-// biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is its purpose
-const CONTROL = /[\u0000-\u001f\u007f-\u009f\u2028\u2029]+/g;
 // Invisible format characters (zero-width, bidirectional overrides and isolates), which make a name read as other text.
 const INVISIBLE = /[\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff]/g;
 // A full stop (ASCII, ideographic, full-width, half-width) joining two parts of a word: what makes a host name.
@@ -85,7 +83,8 @@ const JOINING_DOT = /(?<=\S)[.\u3002\uff0e\uff61](?=[\p{L}\p{N}])/gu;
  * escapes it besides).
  */
 export function inertText(value: string): string {
-  const flat = value.replace(CONTROL, ' ').replace(INVISIBLE, '').trim();
+  // On one line: a line break in a name would let it write lines of its own.
+  const flat = oneLine(value).replace(INVISIBLE, '').trim();
   // A quote inside would close the quotation early and let the rest read as the mail's own words.
   return `"${flat.replaceAll('"', "'").replaceAll('://', '[:]//').replace(JOINING_DOT, '[.]')}"`;
 }

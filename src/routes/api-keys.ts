@@ -9,8 +9,9 @@ import { access, sessionOf } from '../middleware/guard.js';
 import { createRouter, defineRoute, jsonContent } from '../router.js';
 import { ApiError } from '../shared/errors.js';
 import { missing, PERMISSION_COUNT } from '../shared/permissions.js';
+import { displayName, NAME_MAX } from '../shared/text.js';
 import type { Clock } from '../shared/types.js';
-import { displayName, IdParams, isoOrNull, PermissionString, uniqueArray } from './schemas.js';
+import { IdParams, isoOrNull, PermissionString, uniqueArray } from './schemas.js';
 
 const ApiKeySchema = z
   .object({
@@ -53,7 +54,7 @@ const ExpiresAt = z.iso
 
 const CreateApiKeySchema = z
   .object({
-    name: displayName(100),
+    name: displayName(NAME_MAX),
     scopes: uniqueArray(PermissionString, { min: 1, max: PERMISSION_COUNT, what: 'scope' }),
     expiresAt: ExpiresAt.nullable().optional(),
   })

@@ -7,10 +7,11 @@ import { access, sessionOf } from '../middleware/guard.js';
 import { createRouter, defineRoute, jsonContent } from '../router.js';
 import { ApiError } from '../shared/errors.js';
 import { missing } from '../shared/permissions.js';
+import { displayName, NAME_MAX } from '../shared/text.js';
 import type { EnrichedSession } from '../shared/types.js';
-import { displayName, IdParams, PermissionList, RoleSchema, toRoleRecord, updateBody } from './schemas.js';
+import { IdParams, PermissionList, RoleSchema, toRoleRecord, updateBody } from './schemas.js';
 
-const Name = displayName(100).openapi({
+const Name = displayName(NAME_MAX).openapi({
   description:
     'Its slug is the lower-cased letters and digits of the name (accents dropped) joined by hyphens, and must not be empty',
 });

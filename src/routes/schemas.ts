@@ -57,33 +57,6 @@ export function updateBody<T extends z.ZodRawShape>(name: string, shape: T) {
     .openapi(name, { minProperties: 1 });
 }
 
-// C0, DEL and C1 control characters: no name carries a line break, a NUL
-// (which PostgreSQL text refuses) or a terminal escape into logs and UIs.
-const CONTROL = '\\u0000-\\u001F\\u007F-\\u009F';
-// What String.prototype.trim removes (ECMAScript WhiteSpace and LineTerminator) that is not a control character.
-const BLANK = ' \\u00A0\\u1680\\u2000-\\u200A\\u202F\\u205F\\u3000\\uFEFF';
-/**
- * Blanks, one character that is neither blank nor control, then anything but
- * control characters and U+2028/U+2029: "not blank, no control characters".
- * The first two parts share no character, so matching stays linear.
- */
-export const NAME_PATTERN = new RegExp(`^[${BLANK}]*[^\\s${CONTROL}][^${CONTROL}\\u2028\\u2029]*$`);
-
-/**
- * A display name (role, API key): 1..max characters as sent, not blank, no
- * control characters or line separators; stored without surrounding blanks.
- * The checks read the string as sent, so the document's `maxLength` and
- * `pattern` say exactly what is accepted.
- */
-export function displayName(max: number) {
-  return z
-    .string()
-    .min(1, { abort: true })
-    .max(max, { abort: true })
-    .regex(NAME_PATTERN, { message: 'must not be blank or contain control characters or line breaks' })
-    .trim();
-}
-
 export const RoleSchema = z
   .object({
     id: z.uuid(),
