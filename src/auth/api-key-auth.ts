@@ -20,14 +20,14 @@ export type ApiKeyResolver = (presented: string, logger?: Logger) => Promise<Enr
 const refused = () => new ApiError('UNAUTHORIZED', 'Invalid API key');
 
 /**
- * API_KEY_AUTH=enabled (API.md): a key authenticates as its creator within
+ * API_KEY_AUTH=enabled (docs/api.md "API keys"): a key authenticates as its creator within
  * its organization, with the key's scopes narrowed to what the creator holds
  * there now. A malformed key is refused before any database work; a known
  * digest is checked against the salted hash in constant time; revoked,
  * expired, or orphaned (creator scheduled for deletion or no longer a
  * member) keys answer 401. Two statements: the key by digest (always: a
  * revocation bites on the next request), the creator's state (from the
- * session-state cache when the app has one). Key-authenticated requests have their own rate tier (spec §8 rule 6).
+ * session-state cache when the app has one). Key-authenticated requests have their own rate tier (docs/api.md "Rate limiting").
  */
 export function createApiKeyResolver({
   db,

@@ -1,6 +1,6 @@
 import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 
-/** Spec §2 "API key": `sk_live_` + 32 base-62 characters. */
+/** docs/api.md "API keys": `sk_live_` + 32 base-62 characters. */
 export const KEY_PREFIX = 'sk_live_' as const;
 export const KEY_RANDOM_LENGTH = 32;
 const ALPHABET = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';

@@ -1,7 +1,7 @@
 import { oneLine } from '../shared/text.js';
 import type { EmailMessage } from './email.js';
 
-/** Every mail carries its link in `text` too (API.md "Development email"). */
+/** Every mail carries its link in `text` too (docs/api.md "Email"). */
 function linkMail(
   to: string,
   subject: string,

@@ -17,7 +17,7 @@ export type MailKind =
   | 'security_notice'
   | 'other';
 
-/** Spec §5 "Email sending": the sender takes to, subject, html and optional text. */
+/** What a mail is (docs/api.md "Email"): to, subject, html and optional text. */
 export interface EmailMessage {
   to: string;
   subject: string;
@@ -31,7 +31,7 @@ export interface Mailer {
   send(message: EmailMessage): Promise<void>;
 }
 
-/** Raised when the provider refuses or cannot be reached (spec §5: "raises an email-send error"). */
+/** Raised when the provider refuses or cannot be reached, after EMAIL_SEND_FAILED (docs/api.md "Events"). */
 export class EmailSendError extends Error {
   constructor(message: string, options?: { cause?: unknown }) {
     super(message, options);
@@ -42,7 +42,7 @@ export class EmailSendError extends Error {
 const RESEND_API_URL = 'https://api.resend.com';
 
 /**
- * Three modes (spec §5, API.md "Development email"): with EMAIL_API_KEY,
+ * Three modes (docs/api.md "Email"): with EMAIL_API_KEY,
  * Resend; without it outside production, one JSON log line per mail whose
  * `text` holds every link; without it in production, an error log and no
  * delivery.

@@ -64,7 +64,7 @@ export function stepUpOf(
 }
 
 /**
- * Resolves the enriched session of spec §2 once per request. The cookie is
+ * Resolves the enriched session (docs/api.md "Sessions") once per request. The cookie is
  * validated from the library's 5-minute cookie cache (checked here exactly
  * as the library checks it, see cookie-cache.ts) or, when that is absent or
  * stale, by the library itself, which also renews cookies. Then one
@@ -123,7 +123,7 @@ export function createSessionResolver({
     }
     const state = await readState(found.sessionId, found.userId, found.expiresAt);
     if (!state?.session_valid) return null;
-    // A member of the organization, or no active organization at all (spec §4: empty permissions).
+    // A member of the organization, or no active organization at all (no permissions: docs/api.md "Access").
     const activeOrganizationId = state.member_id ? state.active_organization_id : null;
     const { stepUpUntil, stepUpFresh } = stepUpOf(state, config.stepUp.maxAgeSeconds, clock());
     return {

@@ -45,7 +45,7 @@ export interface OpenOptions {
 }
 
 /**
- * Bounds on how long a request can wait on the database (README "Security"):
+ * Bounds on how long a request can wait on the database (docs/design.md "A patched driver"):
  * for a free connection of the pool, for a row lock, and for one statement.
  * Past them the query fails and the request answers 503 SERVICE_UNAVAILABLE
  * instead of hanging (an exhausted pool, a lock held elsewhere). Runtime

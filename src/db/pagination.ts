@@ -108,7 +108,7 @@ export function decodeCursor(value: string): Cursor {
   }
 }
 
-/** Query parameters shared by every paginated list (API.md: `?limit=1..100&cursor=`). */
+/** Query parameters shared by every paginated list (docs/api.md "Pagination": `?limit=1..100&cursor=`). */
 export const PageQuerySchema = z
   .object({
     limit: z.coerce.number().int().min(1).max(100).default(50),

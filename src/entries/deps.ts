@@ -4,7 +4,7 @@ import { createMemoryStore, createUpstashStore, type RateLimitStore } from '../p
 import type { Config, ConfigWarning } from '../shared/config.js';
 import type { Logger } from '../shared/logger.js';
 
-/** Logs what parseConfig found worth saying (spec §5, §8 rules 3 and 4). */
+/** Logs what parseConfig found worth saying (README "Configuration": the warnings). */
 export function logConfigWarnings(logger: Logger, warnings: ConfigWarning[]): void {
   for (const warning of warnings) logger[warning.level](warning.event, { message: warning.message });
 }

@@ -31,7 +31,7 @@ function statusFor(code: string | undefined): number {
   return 400;
 }
 
-/** The contract's error body (API.md "Errors") as raw bytes, with the spec's security headers and a fresh `X-Request-Id`. */
+/** The contract's error body (docs/api.md "Errors") as raw bytes, with the security headers and a fresh `X-Request-Id`. */
 function errorHead(body: string, csp: SecurityHeadersOptions): Record<string, string | number> {
   return {
     'Content-Type': 'application/json',
@@ -51,8 +51,9 @@ function contractBody(status: number, message: string): string {
 }
 
 /**
- * Requests the app never sees get the contract's error body (API.md
- * "Errors"), the security headers (spec §8, "all responses") and an
+ * Requests the app never sees get the contract's error body (docs/api.md
+ * "Errors"), the security headers (docs/api.md "Security headers": every
+ * answer) and an
  * `X-Request-Id`, then the connection closes:
  * - what Node's HTTP parser refuses (both Content-Length and
  *   Transfer-Encoding, a header block over 16 KiB, bytes that are not HTTP, a
@@ -112,7 +113,7 @@ export function answerClientErrors(
 }
 
 /**
- * The client address on Node (spec §8 rule 2, TRUSTED_PROXY_HOPS): the entry
+ * The client address on Node (docs/security.md "Client addresses", TRUSTED_PROXY_HOPS): the entry
  * `hops` from the right of X-Forwarded-For, or the socket's peer when `hops`
  * is 0 or the request carries no X-Forwarded-For.
  */

@@ -47,7 +47,7 @@ end
 return 0
 `;
 
-/** Counters in a Redis-compatible store over its REST protocol: the production store (spec §8 rule 3). */
+/** Counters in a Redis-compatible store over its REST protocol: the production store (docs/api.md "Rate limiting"). */
 export function createUpstashStore(options: {
   url: string;
   token: string;
