@@ -3,7 +3,8 @@ import type { Context } from 'hono';
 import type { z } from 'zod';
 import { requireJson } from './middleware/body-limit.js';
 import { type Access, guard } from './middleware/guard.js';
-import { ApiError, type ErrorDetail, renderError } from './shared/errors.js';
+import { renderError } from './middleware/render-error.js';
+import { ApiError, type ErrorDetail } from './shared/errors.js';
 import type { AppEnv } from './shared/types.js';
 
 /** zod issues as the contract's `details`: `[{ path: "scopes.0", message }]`. */

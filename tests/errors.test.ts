@@ -1,7 +1,8 @@
 import { HTTPException } from 'hono/http-exception';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { access, guard } from '../src/middleware/guard.js';
-import { ApiError, describeError, ERROR_STATUS, type ErrorCode, toApiError } from '../src/shared/errors.js';
+import { toApiError } from '../src/middleware/render-error.js';
+import { ApiError, describeError, ERROR_STATUS, type ErrorCode } from '../src/shared/errors.js';
 import { createTestApp, type TestApp } from './support/app.js';
 import { UUID_V4 } from './support/http.js';
 
@@ -202,6 +203,15 @@ describe('errors', () => {
   });
 
   describe('helpers', () => {
+    it('an ApiError knows no HTTP: a plain Error with a code, its status applied when rendered', () => {
+      const error = new ApiError('NOT_FOUND', 'Member not found');
+      expect(error).toBeInstanceOf(Error);
+      expect(error).not.toBeInstanceOf(HTTPException);
+      expect(error).not.toHaveProperty('status');
+      expect(error.code).toBe('NOT_FOUND');
+    });
+
+
     it('toApiError keeps the cause but not its message', () => {
       const cause = new Error('db password=abc');
       const mapped = toApiError(cause);

@@ -1,8 +1,3 @@
-import type { Context } from 'hono';
-import { HTTPException } from 'hono/http-exception';
-import type { ContentfulStatusCode } from 'hono/utils/http-status';
-import type { AppEnv } from './types.js';
-
 /** API.md "Errors": every code the service itself produces, with its one status. */
 export const ERROR_STATUS = {
   VALIDATION_ERROR: 400,
@@ -27,7 +22,7 @@ export const ERROR_STATUS = {
   RATE_LIMITED: 429,
   INTERNAL_ERROR: 500,
   SERVICE_UNAVAILABLE: 503,
-} as const satisfies Record<string, ContentfulStatusCode>;
+} as const satisfies Record<string, number>;
 
 export type ErrorCode = keyof typeof ERROR_STATUS;
 
@@ -42,8 +37,12 @@ export interface ErrorBody {
   details?: ErrorDetail[];
 }
 
-/** Thrown by handlers and middleware; rendered once, by `renderError`. */
-export class ApiError extends HTTPException {
+/**
+ * Thrown by handlers, middleware and queries. It carries a code and knows no
+ * HTTP: its status is the code's in ERROR_STATUS, applied when the app
+ * renders it (src/middleware/render-error.ts).
+ */
+export class ApiError extends Error {
   readonly code: ErrorCode;
   readonly details: ErrorDetail[] | undefined;
   readonly headers: Record<string, string>;
@@ -53,7 +52,7 @@ export class ApiError extends HTTPException {
     message: string,
     options: { details?: ErrorDetail[]; headers?: Record<string, string>; cause?: unknown } = {},
   ) {
-    super(ERROR_STATUS[code], { message, cause: options.cause });
+    super(message, { cause: options.cause });
     this.code = code;
     this.details = options.details;
     this.headers = options.headers ?? {};
@@ -107,35 +106,6 @@ const UNAVAILABLE_CODES = new Set([
   '08004',
   '08006',
 ]);
-
-/** Maps any thrown value to the contract's shape: `app.onError` is the one caller. */
-export function toApiError(error: unknown): ApiError {
-  if (error instanceof ApiError) return error;
-  if (error instanceof HTTPException) {
-    const status = error.status;
-    if (status === 413) return new ApiError('PAYLOAD_TOO_LARGE', 'Request body exceeds 1048576 bytes');
-    if (status === 400) return new ApiError('VALIDATION_ERROR', 'Malformed request');
-    if (status === 401) return new ApiError('UNAUTHORIZED', 'Unauthorized');
-    if (status === 403) return new ApiError('FORBIDDEN', 'Forbidden');
-    if (status === 404) return new ApiError('NOT_FOUND', 'Not found');
-    if (status === 415) return new ApiError('UNSUPPORTED_MEDIA_TYPE', 'Content-Type must be application/json');
-  }
-  if (isUnavailableError(error))
-    return new ApiError('SERVICE_UNAVAILABLE', 'Service temporarily unavailable', { cause: error });
-  return new ApiError('INTERNAL_ERROR', 'Internal server error', { cause: error });
-}
-
-export function renderError(error: unknown, c: Context<AppEnv>): Response {
-  const apiError = toApiError(error);
-  if (apiError.status >= 500) {
-    c.get('logger')?.error('request.failed', {
-      code: apiError.code,
-      error: describeError(apiError.cause ?? error),
-    });
-  }
-  const response = c.json(apiError.toBody(), apiError.status as ContentfulStatusCode, apiError.headers);
-  return response;
-}
 
 /** Name and message only: never a stack or a driver's parameter values in a log line. */
 export function describeError(error: unknown): { name: string; message: string; code?: string } {

@@ -6,8 +6,8 @@ import { Hono } from 'hono';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { bodyLimit, MAX_BODY_BYTES, REFUSED_BODY_DRAIN } from '../../src/middleware/body-limit.js';
 import { access, guard } from '../../src/middleware/guard.js';
+import { renderError } from '../../src/middleware/render-error.js';
 import { createRouter, defineRoute } from '../../src/router.js';
-import { renderError } from '../../src/shared/errors.js';
 import { createTestApp, type TestApp } from '../support/app.js';
 import { rawExchange } from '../support/raw-http.js';
 

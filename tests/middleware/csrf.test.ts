@@ -8,7 +8,7 @@
 import { Hono } from 'hono';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { csrf } from '../../src/middleware/csrf.js';
-import { renderError } from '../../src/shared/errors.js';
+import { renderError } from '../../src/middleware/render-error.js';
 import type { AppEnv } from '../../src/shared/types.js';
 import { createTestApp, type TestApp } from '../support/app.js';
 import { APP_ORIGIN, CookieJar, call } from '../support/http.js';
