@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# End-to-end suites (issue 7): tests/e2e/browser.test.ts (Debian's chromium
+# End-to-end suites: tests/e2e/browser.test.ts (Debian's chromium
 # driven by playwright-core) and tests/e2e/worker.test.ts (the worker in
 # workerd through `wrangler dev`, against PostgreSQL and Redis).
 #

@@ -205,7 +205,7 @@ _services_start_redis() {
 }
 
 # PgBouncer in front of PostgreSQL, the Worker's local stand-in for Hyperdrive
-# (docs/workers.md "A local Hyperdrive"). Session pooling: Debian 12's 1.18
+# (docs/workers.md "A local Hyperdrive: PgBouncer"). Session pooling: Debian 12's 1.18
 # keeps protocol-level (named) prepared statements only in session mode, and
 # Hyperdrive supports them, so postgres.js runs as it does in production
 # (prepare: true). The Worker's client lives for one request, so a server

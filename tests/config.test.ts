@@ -37,7 +37,7 @@ function refusal(record: Record<string, unknown>, options?: { hosted?: boolean }
 const events = (warnings: ConfigWarning[]) => warnings.map((w) => w.event);
 
 describe('parseConfig', () => {
-  describe('AUTH_SECRET (spec §5)', () => {
+  describe('AUTH_SECRET', () => {
     it('is required in production', () => {
       const { AUTH_SECRET: _, ...rest } = PRODUCTION;
       const error = refusal(rest);
@@ -50,7 +50,7 @@ describe('parseConfig', () => {
       expect(config.auth.secret.length).toBeGreaterThanOrEqual(32);
     });
 
-    it('is required under NODE_ENV=test, which is not development (spec §5)', () => {
+    it('is required under NODE_ENV=test, which is not development', () => {
       expect(refusal({ NODE_ENV: 'test' }).message).toContain('AUTH_SECRET');
       for (const secret of [EXAMPLE_AUTH_SECRET, LIBRARY_DEFAULT_SECRET]) {
         expect(refusal({ NODE_ENV: 'test', AUTH_SECRET: secret }).message).toContain('AUTH_SECRET');
@@ -110,7 +110,7 @@ describe('parseConfig', () => {
     });
   });
 
-  describe('rate limiting and its store (spec §8 rules 3 and 4)', () => {
+  describe('rate limiting and its store', () => {
     const { KV_REST_API_URL: _u, KV_REST_API_TOKEN: _t, ...noKv } = PRODUCTION;
 
     it('refuses production with rate limiting on (the default) and no KV_*', () => {
@@ -161,7 +161,7 @@ describe('parseConfig', () => {
     });
   });
 
-  describe('CRON_SECRET (spec §5 Scheduled jobs)', () => {
+  describe('CRON_SECRET', () => {
     it('warns when absent outside development', () => {
       const { config, warnings } = parseConfig(PRODUCTION);
       expect(config.cronSecret).toBeNull();
@@ -268,7 +268,7 @@ describe('parseConfig', () => {
       expect(refusal(unset).problems).toEqual([expect.stringMatching(/^TRUSTED_PROXY_HOPS: required in production/)]);
     });
 
-    it('a production build on loopback starts (spec default of one hop), warned when its URLs are http://', () => {
+    it('a production build on loopback starts (the default of one hop), warned when its URLs are http://', () => {
       const { config, warnings } = parseConfig(PRODUCTION);
       expect(config.rateLimit.trustedProxyHops).toBe(1);
       expect(warnings).toContainEqual(expect.objectContaining({ level: 'error', event: 'security.insecure_url' }));
@@ -306,7 +306,7 @@ describe('parseConfig', () => {
       expect(parseConfig({ ...PRODUCTION, HOST: host }).config.host).toBe(host);
     });
 
-    it('TRUSTED_PROXY_HOPS defaults to 1 (spec §8 rule 2) and takes 0 (the socket address)', () => {
+    it('TRUSTED_PROXY_HOPS defaults to 1 and takes 0 (the socket address)', () => {
       expect(parseConfig({ NODE_ENV: 'development' }).config.rateLimit.trustedProxyHops).toBe(1);
       expect(parseConfig(PRODUCTION).config.rateLimit.trustedProxyHops).toBe(1);
       expect(parseConfig({ NODE_ENV: 'development', TRUSTED_PROXY_HOPS: '0' }).config.rateLimit.trustedProxyHops).toBe(
@@ -326,7 +326,7 @@ describe('parseConfig', () => {
     });
   });
 
-  describe('multi-factor and webhooks (API.md)', () => {
+  describe('multi-factor and webhooks', () => {
     it('defaults: issuer and relying party name Gatehouse, RP id the host of APP_URL, the documented retry schedule', () => {
       const { config } = parseConfig({ NODE_ENV: 'development', APP_URL: 'https://app.example.com/' });
       expect(config.mfa).toEqual({
@@ -421,7 +421,7 @@ describe('parseConfig', () => {
     });
   });
 
-  describe('defaults (spec §5, API.md "Configuration names")', () => {
+  describe('defaults (README "Configuration")', () => {
     it('outside production', () => {
       const { config } = parseConfig({ NODE_ENV: 'development' });
       expect(config.env).toBe('development');
@@ -626,7 +626,7 @@ describe('the Node entry (src/entries/server.ts)', { timeout: 180_000 }, () => {
     expect(output).not.toContain('server.listening');
   });
 
-  it('starts in development, serves /api/health with the spec headers, and stops cleanly on SIGTERM with a request in flight', async () => {
+  it('starts in development, serves /api/health with the security headers, and stops cleanly on SIGTERM with a request in flight', async () => {
     const port = await freePort();
     const entry = startEntry({ NODE_ENV: 'development', DATABASE_URL: 'pglite://memory', PORT: String(port) });
     try {
@@ -638,7 +638,7 @@ describe('the Node entry (src/entries/server.ts)', { timeout: 180_000 }, () => {
       const health = await fetch(`http://127.0.0.1:${port}/api/health`);
       expect(health.status).toBe(200);
       expect(await health.json()).toEqual({ status: 'ok' });
-      // Oracle: spec §8's headers copied on purpose (as in security-headers.test.ts); the listener must send them.
+      // Oracle: docs/api.md "Security headers" copied on purpose (as in security-headers.test.ts); the listener must send them.
       expect(health.headers.get('content-security-policy')).toBe(
         "default-src 'none'; script-src 'self' 'unsafe-inline' https://cdn.jsdelivr.net; " +
           "style-src 'self' 'unsafe-inline' https://cdn.jsdelivr.net; " +

@@ -12,7 +12,7 @@ import {
   verifyKey,
 } from '../../src/auth/api-key-material.js';
 
-/** Spec §2 "API key" (format, HMAC-SHA256 keyed by a 16-byte hex salt) and §8 (32 base-62 characters). */
+/** docs/api.md "API keys": the format (32 base-62 characters), HMAC-SHA256 keyed by a 16-byte hex salt. */
 
 const ALPHABET = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
 const KEY = /^sk_live_[0-9A-Za-z]{32}$/;

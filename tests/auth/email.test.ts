@@ -1,5 +1,5 @@
 /**
- * Spec §5 "Email sending" and API.md "Development email": the mailer's three
+ * docs/api.md "Email": the mailer's three
  * modes. (a) development without EMAIL_API_KEY: one JSON log line per mail;
  * (b) production without it: an error log, nothing delivered; (c) with it:
  * the provider's HTTP API (Resend), here a local capture server over real HTTP.

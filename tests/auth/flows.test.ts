@@ -1,5 +1,5 @@
 /**
- * Spec §3 "User email verification", §5 "Flows", API.md "Development email":
+ * docs/api.md "Sign-in" (verification before the first sign-in) and "Email":
  * the library's email + password, password reset, change-password and magic
  * link flows, end to end through HTTP on a real database.
  */
@@ -346,7 +346,7 @@ describe('auth flows', () => {
         .select(['expires_at', 'created_at'])
         .where('identifier', '=', identifier)
         .executeTakeFirstOrThrow();
-      // Spec: the link expires in 5 minutes.
+      // The magic link lasts 5 minutes (magicLink's expiresIn in src/auth/auth.ts).
       expect(new Date(row.expires_at).getTime() - new Date(row.created_at).getTime()).toBeGreaterThan(4.5 * 60_000);
       expect(new Date(row.expires_at).getTime() - new Date(row.created_at).getTime()).toBeLessThanOrEqual(
         5 * 60_000 + 1000,

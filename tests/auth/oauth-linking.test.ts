@@ -15,7 +15,7 @@ import { accountAuditRows } from '../support/orgs.js';
 import { signedInUser, uniqueEmail } from '../support/users.js';
 
 /**
- * API.md "OAuth sign-in and linking", docs/security.md "Account linking":
+ * README "Sign-in with Google and GitHub", docs/security.md "Account linking":
  * a provider identity joins an existing account only from an address the
  * provider asserts as verified, and never silently: the owner is mailed a
  * notice naming the provider (with the client's address and user agent),

@@ -14,7 +14,7 @@ import { accountAuditRows } from '../support/orgs.js';
 import { signedInUser, uniqueEmail } from '../support/users.js';
 
 /**
- * API.md "OAuth sign-in and linking", docs/security.md "Account linking":
+ * README "Sign-in with Google and GitHub", docs/security.md "Account linking":
  * the pre-account takeover. An attacker signs in with a GitHub account whose
  * address is the victim's, unverified at GitHub, before the victim has an
  * account. GitHub and Google are answered by a stub of their endpoints; the

@@ -5,7 +5,7 @@ import { accountAuditRows } from '../support/orgs.js';
 import { signedInUser } from '../support/users.js';
 
 /**
- * API.md "Multi-factor authentication", passkeys: the ceremonies' options (RP id: the host of APP_URL)
+ * README "Multi-factor authentication", passkeys: the ceremonies' options (RP id: the host of APP_URL)
  * name the configured relying party and require user verification; what
  * would weaken them is refused. Registering and signing in with a real
  * authenticator happens in the browser suite (Chromium's virtual authenticator).
@@ -101,7 +101,7 @@ describe('passkeys', () => {
       jar: user.jar,
     });
     expect(rename.status).toBe(200);
-    // Another user's passkey answers as an unknown one does (API.md "Errors": 404, never revealing it exists).
+    // Another user's passkey answers as an unknown one does (docs/api.md "Errors": 404, never revealing it exists).
     const stranger = await call(t, '/api/auth/passkey/delete-passkey', { body: { id: theirs!.id }, jar: user.jar });
     const unknown = await call(t, '/api/auth/passkey/delete-passkey', {
       body: { id: crypto.randomUUID() },

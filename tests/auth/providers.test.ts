@@ -1,7 +1,7 @@
 /**
- * Spec §5 "Flows" (each OAuth provider only when both its variables are set,
- * otherwise silently skipped), §4 (`GET /api/auth/providers`, callbacks at
- * /api/auth/callback/{provider}, rule 5: `/api/auth/admin/*` is not served).
+ * docs/api.md "Sign-in": each OAuth provider only when both its variables are
+ * set, otherwise silently skipped; `GET /api/auth/providers`; callbacks at
+ * /api/auth/callback/{provider}; `/api/auth/admin/*` is not served.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestApp, type TestApp } from '../support/app.js';

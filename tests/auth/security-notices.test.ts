@@ -10,7 +10,7 @@ import { createOrganization } from '../support/orgs.js';
 import { type SignedInUser, signedInUser } from '../support/users.js';
 
 /**
- * API.md "Sensitive actions and step-up", security notices: the account's
+ * README "Sensitive actions and step-up", security notices: the account's
  * address is mailed when a passkey is added or removed, two-factor is turned
  * on or off, backup codes are regenerated, the password is changed or reset
  * (a provider link: tests/auth/oauth-linking.test.ts): what happened, when,

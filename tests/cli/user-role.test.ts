@@ -1,5 +1,5 @@
 /**
- * API.md "Platform roles": `npm run user:role -- <email> <role>` makes the
+ * docs/api.md "Platform roles": `npm run user:role -- <email> <role>` makes the
  * first superadmin. The real command, as a subprocess, on a PGlite data
  * directory migrated by the real `db:migrate` command.
  */

@@ -158,7 +158,7 @@ describe('origins in Chromium: an untrusted page, and the docs', () => {
       }),
     );
     expect(rendered.sort()).toEqual(expected);
-    // Spec §4: the old member-role route is shown as deprecated.
+    // The old member-role route is shown as deprecated (docs/api.md "Members and ownership").
     expect(
       await docs.$$eval('.opblock-deprecated .opblock-summary-path__deprecated', (nodes) =>
         nodes.map((n) => n.getAttribute('data-path')),

@@ -76,7 +76,7 @@ describe('the example SPA in Chromium against the Node API', () => {
     expect(await page.text('#account-notice')).toBe(
       `Check ${address} for the verification link (in development the API prints the mail in its log).`,
     );
-    // The development mailer's log line (API.md "Development email") carries the link.
+    // The development mailer's log line (docs/api.md "Email") carries the link.
     const link = lastMailLink(address);
     expect(link.startsWith(`${stack.api.url}/api/auth/verify-email?token=`), link).toBe(true);
     // The user clicks it: the API verifies, signs in and redirects back to the SPA.

@@ -152,7 +152,7 @@ describe('the worker in workerd (wrangler dev) against PostgreSQL and the Upstas
     expect(sent.authorization).toBe(`Bearer ${emailKey}`);
     expect(sent.from).toBe('Gatehouse <no-reply@gatehouse.test>');
     expect(sent.subject).toBe('Verify your email address');
-    // Spec §5: verification is required before the first sign-in.
+    // Verification is required before the first sign-in (docs/api.md "Sign-in").
     const early = await json(await call('/api/auth/sign-in/email', { body: { email, password: PASSWORD } }), 403);
     expect(early.code).toBe('EMAIL_NOT_VERIFIED');
   });

@@ -1,6 +1,6 @@
 /**
- * The rate-limit store goes away (README "Decisions: rate-limit store
- * failures"): the auth tier fails closed, 503 SERVICE_UNAVAILABLE
+ * The rate-limit store goes away (docs/design.md "Decisions", rate-limit
+ * store failures): the auth tier fails closed, 503 SERVICE_UNAVAILABLE
  * within about a second (RATE_LIMIT_STORE_TIMEOUT_MS, default 1 s), and
  * writes nothing; the global tier fails open with an error log line; and
  * when the store is back both tiers count again, in the same process. Two

@@ -22,8 +22,8 @@
  *      NOTIFY gatehouse_webhooks) at work on one outbox send each event
  *      exactly once to a receiver that answers 200.
  *
- * A third instance, C, runs with RATE_LIMIT_ENABLED=false (spec §8 rule 4: a
- * supported setting): nothing then stands between a request's arrival and
+ * A third instance, C, runs with RATE_LIMIT_ENABLED=false (docs/api.md "Rate limiting":
+ * a supported setting): nothing then stands between a request's arrival and
  * its session lookup, so C shows whether "the next request" holds when the
  * notification has no head start. Case 6 flips a member's role through A many
  * times and reads it back at once through B and C.
@@ -205,7 +205,7 @@ describe('two Node instances on one PostgreSQL and one Redis', { timeout: 180_00
         KV_REST_API_TOKEN: token,
         RATE_LIMIT_ENABLED: 'true',
         // Every user has an address (and, signed in, an id) of its own; the
-        // global tier is raised so no case meets it, the auth tier is the spec's.
+        // global tier is raised so no case meets it, the auth tier keeps its default.
         RATE_LIMIT_GLOBAL_LIMIT: '100000',
         RATE_LIMIT_AUTH_LIMIT: '5',
         RATE_LIMIT_AUTH_TTL: '60',
@@ -394,7 +394,7 @@ describe('two Node instances on one PostgreSQL and one Redis', { timeout: 180_00
 
     // The very next request through B. The session row may still name the
     // organization, but session_state finds no membership there, so the
-    // enriched session has no active organization (spec §4 step 6/7): 403
+    // enriched session has no active organization (docs/api.md "Access"): 403
     // NO_ACTIVE_ORGANIZATION, not INSUFFICIENT_PERMISSIONS.
     const refused = await b.request('/api/roles', { jar: member.jar, ip: member.ip });
     expectError(refused, 403, 'NO_ACTIVE_ORGANIZATION');

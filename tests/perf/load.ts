@@ -1,5 +1,5 @@
 /**
- * `npm run load`: a bounded load test of many tenants (README "Security").
+ * `npm run load`: a bounded load test of many tenants (docs/security.md "Load").
  *
  * Starts the service as a child process listening on 127.0.0.1 only (this
  * same file with `--serve`), makes `--tenants` organizations through the API

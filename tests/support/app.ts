@@ -8,7 +8,7 @@ import { openTestDatabase, type TestDatabase } from './database.js';
 import { testServers } from './servers.js';
 import { startUpstashServer } from './upstash-server.js';
 
-/** A random secret per test process: `test` is held to production's secret rules (spec §5). */
+/** A random secret per test process: `test` is held to production's secret rules (README "Configuration"). */
 export const TEST_SECRET = `test-secret-${crypto.randomUUID()}`;
 
 export interface TestClock {

@@ -63,7 +63,7 @@ export async function call(t: Pick<TestApp, 'app'>, path: string, options: Reque
   return response;
 }
 
-/** The mails the development mailer logged (API.md "Development email"), newest last. */
+/** The mails the development mailer logged (docs/api.md "Email"), newest last. */
 export function mailsTo(t: Pick<TestApp, 'logger'>, to: string): { subject: string; text: string }[] {
   return t.logger.lines
     .filter((line) => line.event === 'email' && line.to === to)
@@ -85,7 +85,7 @@ export function pathOf(link: string): string {
 /** A random (version 4) UUID: every id the service and the library issue, and every X-Request-Id. */
 export const UUID_V4 = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 
-/** The contract's error body (API.md "Errors"). */
+/** The contract's error body (docs/api.md "Errors"). */
 export interface ErrorBody {
   code: string;
   message: string;

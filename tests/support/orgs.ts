@@ -5,7 +5,7 @@ import { type SignedInUser, signedInUser } from './users.js';
 
 /**
  * Organizations, invitations and membership through the real plugin routes
- * (API.md "Organizations"): create, invite-member -> mail -> accept-invitation,
+ * (docs/api.md "Organizations"): create, invite-member -> mail -> accept-invitation,
  * set-active. No shortcut writes to the database here; the users themselves
  * are seeded verified accounts that sign in for real (tests/support/users.ts).
  */

@@ -1,6 +1,6 @@
 import { expect } from 'vitest';
 
-/** API.md "Rate limiting": the headers of a limited tier. */
+/** docs/api.md "Rate limiting": the headers of a limited tier. */
 // Oracle: copied from the contract on purpose; the service must agree with it.
 export const RATE_LIMIT_HEADERS = [
   'X-RateLimit-Limit',
@@ -20,7 +20,7 @@ export function nextIp(): string {
   return `198.18.${Math.floor(addresses / 250)}.${(addresses % 250) + 1}`;
 }
 
-/** A 429 in the contract's shape with API.md's four headers; returns when the block or window ends. */
+/** A 429 in the contract's shape with its four headers (docs/api.md "Rate limiting"); returns when the block or window ends. */
 export async function expectRateLimited(res: Response, limit: number) {
   expect(res.status).toBe(429);
   expect(await res.json()).toEqual({ code: 'RATE_LIMITED', message: expect.any(String) });

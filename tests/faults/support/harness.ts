@@ -3,7 +3,7 @@
  * Upstash-protocol test server in front of that Redis, and the service in a
  * child process (app-child.ts) talked to over real HTTP on loopback. Users
  * and organizations are made through the API (the mailed link is read from
- * the child's log lines, as API.md "Development email" says).
+ * the child's log lines, as docs/api.md "Email" says).
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
