@@ -1,6 +1,6 @@
 /**
  * 0002: permissions, tenant-scoped roles, role_permissions, members.role_id,
- * and row-level security on the tenant tables (spec §2 Permission and Role).
+ * and row-level security on the tenant tables (docs/api.md "Permissions and roles").
  *
  * FROZEN: never edit after it has run anywhere. Imports only from 'kysely'.
  *
@@ -95,8 +95,8 @@ export async function up(db: Kysely<any>): Promise<void> {
       WITH CHECK (EXISTS (SELECT 1 FROM roles r WHERE r.id = role_id AND r.tenant_id = ${CURRENT_TENANT}))
   `.execute(db);
 
-  // The session's state in one statement (spec §4: "permissions are resolved
-  // once when the session is fetched"): whether the session row still
+  // The session's state in one statement (docs/api.md "Access": permissions
+  // are resolved once, when the session is read): whether the session row still
   // stands, its active organization as stored now (not as a 5-minute cookie
   // cache remembers it), the user's current platform role and deletion mark,
   // and the permission strings of the member's role in that organization (or

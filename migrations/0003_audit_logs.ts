@@ -1,5 +1,5 @@
 /**
- * 0003: the append-only audit log (spec §2 "Audit log entry", API.md "Audit actions").
+ * 0003: the append-only audit log (docs/api.md "Audit actions").
  *
  * FROZEN: never edit after it has run anywhere. Imports only from 'kysely'.
  *

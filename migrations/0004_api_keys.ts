@@ -1,10 +1,10 @@
 /**
- * 0004: API keys (spec §2 "API key", §3 "API key").
+ * 0004: API keys (docs/api.md "API keys").
  *
  * FROZEN: never edit after it has run anywhere. Imports only from 'kysely'.
  *
  * The plaintext key is never stored: key_hash is HMAC-SHA256 of the full key
- * keyed by key_salt (spec), and lookup_digest (SHA-256 of the full key) lets
+ * keyed by key_salt, and lookup_digest (SHA-256 of the full key) lets
  * an authenticating request find its row by index before the salted hash is
  * checked in constant time. A 32-character base-62 secret has ~190 bits, so
  * an unsalted digest offers nothing to brute-force.

@@ -1,6 +1,6 @@
 /**
- * 0006: the role list of one organization in ONE statement (API.md
- * GET /api/roles, the hottest permission-checked read).
+ * 0006: the role list of one organization in ONE statement (GET
+ * /api/roles, the hottest permission-checked read).
  *
  * FROZEN: never edit after it has run anywhere. Imports only from 'kysely'.
  *
@@ -11,8 +11,9 @@
  * row-level security as the caller (SECURITY INVOKER: the runtime role, so
  * the policies of 0002 still apply), filtering by tenant as well. Called
  * inside a transaction, the tenant it names lasts until that transaction ends,
- * as withTenant's does. Rows come in API.md's order: Owner, Admin, Member,
- * Viewer, then custom roles by name (callers keep it WITH ORDINALITY).
+ * as withTenant's does. Rows come in the documented order (docs/api.md
+ * "Permissions and roles"): Owner, Admin, Member, Viewer, then custom roles
+ * by name (callers keep it WITH ORDINALITY).
  */
 import { sql, type Kysely } from 'kysely';
 

@@ -1,5 +1,5 @@
 /**
- * 0007: multi-factor authentication (API.md "Multi-factor authentication").
+ * 0007: multi-factor authentication (README "Multi-factor authentication").
  *
  * FROZEN: never edit after it has run anywhere. Imports only from 'kysely'.
  *

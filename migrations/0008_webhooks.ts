@@ -1,5 +1,5 @@
 /**
- * 0008: webhooks (API.md "Webhooks"): an organization's endpoints and the
+ * 0008: webhooks (README "Webhooks", docs/webhooks.md): an organization's endpoints and the
  * deliveries of its events, a transactional outbox.
  *
  * FROZEN: never edit after it has run anywhere. Imports only from 'kysely'.
