@@ -42,7 +42,7 @@ const databaseUrl = z.string().regex(/^(postgres(ql)?:\/\/.+|pglite:\/\/.+)$/, {
 });
 
 /**
- * Every variable of spec §5 and API.md "Configuration names", as strings in,
+ * Every variable of README "Configuration", as strings in,
  * typed values out. Empty strings count as unset (a blank line in a .env file).
  */
 export const ConfigSchema = z.object({
@@ -76,7 +76,7 @@ export const ConfigSchema = z.object({
   RATE_LIMIT_ACCOUNT_TTL: int(900),
   /**
    * Proxies that append to X-Forwarded-For in front of the service; 0 = the
-   * socket address. Left unset: one hop (spec §8 rule 2), and config.ts
+   * socket address. Left unset: one hop, and config.ts
    * refuses that in production at a public URL.
    */
   TRUSTED_PROXY_HOPS: int(1, 0, 32),
@@ -85,7 +85,7 @@ export const ConfigSchema = z.object({
   /** Mails of one kind one address may receive per hour, and of all kinds per day. */
   MAIL_BUDGET_PER_HOUR: int(5, 1, 10_000),
   MAIL_BUDGET_PER_DAY: int(20, 1, 100_000),
-  /** Spec §8 rule 6: the tier of API-key requests (with API_KEY_AUTH=enabled), per key. */
+  /** The tier of API-key requests (with API_KEY_AUTH=enabled), per key. */
   RATE_LIMIT_API_TTL: int(60),
   RATE_LIMIT_API_LIMIT: int(100),
   /** How long a rate-limit decision may wait on the store before the tier's failure rule applies. */
@@ -155,7 +155,7 @@ export const ConfigSchema = z.object({
     .default('https://lh3.googleusercontent.com https://avatars.githubusercontent.com'),
 });
 
-type RawConfig = z.output<typeof ConfigSchema>;
+export type RawConfig = z.output<typeof ConfigSchema>;
 
 export type Environment = RawConfig['NODE_ENV'];
 

@@ -5,6 +5,7 @@ import {
   EXAMPLE_AUTH_SECRET,
   INSECURE_SECRETS,
 } from './config-schema.js';
+import { type ConfigWarning, startupWarnings } from './config-warnings.js';
 
 export {
   type Config,
@@ -13,12 +14,7 @@ export {
   EXAMPLE_AUTH_SECRET,
   LIBRARY_DEFAULT_SECRET,
 } from './config-schema.js';
-
-export interface ConfigWarning {
-  level: 'warn' | 'error';
-  event: string;
-  message: string;
-}
+export type { ConfigWarning } from './config-warnings.js';
 
 /** Thrown when the service must not start. Names variables, never their values. */
 export class ConfigError extends Error {
@@ -54,14 +50,14 @@ function parseCorsOrigins(value: string, production: boolean): Config['cors']['o
     .filter(Boolean);
   const explicit = entries.filter((entry) => entry !== '*');
   if (!entries.includes('*')) return explicit;
-  // Spec §8 CORS rule 3: outside production `*` allows every origin.
+  // README "Configuration", CORS_ORIGIN: outside production `*` allows every origin.
   if (!production) return '*';
-  // Rule 2: in production a lone `*` disables CORS; beside explicit origins it is dropped silently.
+  // In production a lone `*` disables CORS; beside explicit origins it is dropped silently.
   return explicit.length === 0 ? 'disabled' : explicit;
 }
 
 /**
- * Parses the environment once into a typed object (spec §5, API.md).
+ * Parses the environment once into a typed object (README "Configuration").
  * Throws ConfigError when the service must refuse to start; returns warnings
  * for the entry to log.
  */
@@ -78,13 +74,12 @@ export function parseConfig(
   const raw = parsed.data;
   const production = raw.NODE_ENV === 'production';
   const development = raw.NODE_ENV === 'development';
-  // Spec §5: insecure defaults are refused in any non-development environment
+  // Insecure defaults are refused in any non-development environment
   // (`test` included) and on a hosted deployment whatever NODE_ENV says.
   const strictSecrets = hosted || !development;
   const problems: string[] = [];
   const warnings: ConfigWarning[] = [];
 
-  // Spec §5 "Session authentication": AUTH_SECRET.
   let secret = raw.AUTH_SECRET;
   if (!secret) {
     if (strictSecrets) problems.push('AUTH_SECRET: required outside development (a random string of 32+ characters)');
@@ -102,7 +97,7 @@ export function parseConfig(
     problems.push('DATABASE_URL: the embedded engine cannot run on Workers; use postgres://');
   const databaseUrlValue = raw.DATABASE_URL ?? DEFAULT_PGLITE_URL;
 
-  // Spec §8 rule 3: production + rate limiting needs the distributed store.
+  // Production with rate limiting needs the shared store: one process's counts are not the service's.
   const hasStore = Boolean(raw.KV_REST_API_URL && raw.KV_REST_API_TOKEN);
   if (raw.KV_REST_API_URL && !raw.KV_REST_API_TOKEN)
     problems.push('KV_REST_API_TOKEN: required when KV_REST_API_URL is set');
@@ -117,7 +112,7 @@ export function parseConfig(
     ['GITHUB_CLIENT_ID', 'GITHUB_CLIENT_SECRET'],
   ] as const;
   for (const [id, key] of pairs) {
-    // Spec §5 Flows: a provider with only one of its two variables is silently skipped.
+    // A provider with only one of its two variables is skipped, with a warning.
     if (Boolean(raw[id]) !== Boolean(raw[key])) {
       warnings.push({
         level: 'warn',
@@ -158,42 +153,8 @@ export function parseConfig(
 
   if (problems.length > 0) throw new ConfigError(problems);
 
-  if (!raw.RATE_LIMIT_ENABLED && production) {
-    warnings.push({
-      level: 'error',
-      event: 'security.rate_limit_disabled',
-      message: 'RATE_LIMIT_ENABLED=false in production: no request is rate limited',
-    });
-  }
-  if (raw.RATE_LIMIT_ENABLED && !hasStore) {
-    warnings.push({
-      level: 'warn',
-      event: 'config.rate_limit_memory_store',
-      message: 'KV_REST_API_URL/KV_REST_API_TOKEN unset: rate limits use an in-memory store of this process only',
-    });
-  }
-  if (!raw.CRON_SECRET && !development) {
-    warnings.push({
-      level: 'warn',
-      event: 'config.cron_secret_missing',
-      message: 'CRON_SECRET unset: scheduled-job endpoints refuse every caller',
-    });
-  }
-  if (!raw.EMAIL_API_KEY && production) {
-    warnings.push({
-      level: 'error',
-      event: 'config.email_disabled',
-      message: 'EMAIL_API_KEY unset in production: no email is delivered, so sign-up cannot complete',
-    });
-  }
   const cors = parseCorsOrigins(raw.CORS_ORIGIN, production);
-  if (cors === 'disabled') {
-    warnings.push({
-      level: 'warn',
-      event: 'config.cors_disabled',
-      message: 'CORS_ORIGIN=* in production disables CORS: no cross-origin browser access',
-    });
-  }
+  warnings.push(...startupWarnings(raw, { production, development, hasStore, corsDisabled: cors === 'disabled' }));
 
   const provider = (id: string | undefined, key: string | undefined) =>
     id && key ? { clientId: id, clientSecret: key } : null;

@@ -1,58 +1,18 @@
 import type { Kysely } from 'kysely';
 import type { Database } from '../db/database.js';
-import { type ClaimedDelivery, claimDue, settleAttempt } from '../db/queries/webhooks.js';
+import { type ClaimedDelivery, claimDue, settleAttempt } from '../db/queries/webhook-deliveries.js';
 import type { Clock } from '../shared/clock.js';
 import type { Config } from '../shared/config.js';
 import { describeError } from '../shared/errors.js';
 import type { Logger } from '../shared/logger.js';
 import { createSecretBox, type SecretBox } from './secrets.js';
-import { deliveryHeaders } from './signing.js';
-import { checkWebhookUrl, type UrlPolicy, urlPolicyFor } from './url-policy.js';
+import { createSender, type WebhookFetch } from './send.js';
+import { type UrlPolicy, urlPolicyFor } from './url-policy.js';
 
 /** README "Webhooks": a 2xx within 10 s succeeds. */
 export const DELIVERY_TIMEOUT_MS = 10_000;
 /** An endpoint whose deliveries have all failed for this long is disabled. */
 export const DISABLE_AFTER_MS = 5 * 24 * 60 * 60 * 1000;
-/** What a delivery's `lastError` keeps of a response body. */
-const EXCERPT = 200;
-
-/** Settles when `signal` aborts (never rejects). */
-const aborted = (signal: AbortSignal) =>
-  new Promise<void>((resolve) => {
-    if (signal.aborted) resolve();
-    else signal.addEventListener('abort', () => resolve(), { once: true });
-  });
-
-/**
- * The start of a response body, read no further than needed (a receiver's
- * body may be large or endless) and no longer than the attempt's time.
- */
-async function readExcerpt(response: Response, signal: AbortSignal): Promise<string> {
-  const reader = response.body?.getReader();
-  if (!reader) return '';
-  const chunks: Uint8Array[] = [];
-  let length = 0;
-  const stop = aborted(signal).then(() => ({ done: true, value: undefined }) as const);
-  try {
-    while (length < EXCERPT) {
-      const { done, value } = await Promise.race([reader.read(), stop]);
-      if (done) break;
-      chunks.push(value);
-      length += value.length;
-    }
-  } catch {
-    // What arrived is enough to describe the failure.
-  } finally {
-    reader.cancel().catch(() => {});
-  }
-  const bytes = new Uint8Array(length);
-  let offset = 0;
-  for (const chunk of chunks) {
-    bytes.set(chunk, offset);
-    offset += chunk.length;
-  }
-  return new TextDecoder().decode(bytes.slice(0, EXCERPT)).replace(/\uFFFD$/, '');
-}
 
 export interface DelivererOptions {
   db: Kysely<Database>;
@@ -76,14 +36,6 @@ export interface DelivererOptions {
   fetch?: WebhookFetch;
 }
 
-/** The part of fetch the deliverer uses: a POST with a string body, redirects not followed. */
-export type WebhookFetch = (
-  url: URL,
-  init: { method: 'POST'; headers: Record<string, string>; body: string; signal: AbortSignal },
-) => Promise<Response>;
-
-const fetchTransport: WebhookFetch = (url, init) => fetch(url, { ...init, redirect: 'manual' });
-
 /** How long a lease outlasts the longest attempt: time to record its outcome. */
 export const LEASE_MARGIN_MS = 20_000;
 
@@ -99,9 +51,10 @@ export interface DeliveryRun {
  * before each attempt (a name may have come to resolve to a private address).
  */
 export function createDeliverer(options: DelivererOptions) {
-  const { db, secrets, retrySchedule, urlPolicy, logger, fetch: transport = fetchTransport } = options;
+  const { db, retrySchedule, logger } = options;
   const clock = options.clock ?? (() => new Date());
   const timeoutMs = options.timeoutMs ?? DELIVERY_TIMEOUT_MS;
+  const send = createSender({ ...options, clock, timeoutMs });
   const concurrency = options.concurrency ?? 16;
   const perOrganization = Math.min(options.perOrganization ?? 4, concurrency);
   // Every attempt ends within timeoutMs (below), so a lease of timeout +
@@ -115,73 +68,6 @@ export function createDeliverer(options: DelivererOptions) {
   // The runs in progress, to be told of new work (nudge): `nudged` is kept
   // until their next claim, so news that comes while they claim is not lost.
   const listeners = new Set<{ nudged: boolean; wake: () => void }>();
-
-  /**
-   * One attempt, over by `timeoutMs` whatever the receiver, the resolver or
-   * the transport do: a timer this function owns aborts the send and ends
-   * the wait. (Not AbortSignal.timeout combined with AbortSignal.any: on
-   * Node 20 a garbage collection can take the timeout's signal before it
-   * fires, and the send then waits for the HTTP client's own 300 s timeout.)
-   */
-  async function send(
-    delivery: ClaimedDelivery,
-    stopping: AbortSignal,
-  ): Promise<{ statusCode: number | null; error: string | null; interrupted?: boolean }> {
-    const controller = new AbortController();
-    const timeout = new DOMException(`No answer within ${timeoutMs} ms`, 'TimeoutError');
-    const timer = setTimeout(() => controller.abort(timeout), timeoutMs);
-    const stop = () => controller.abort(new DOMException('The instance is stopping', 'AbortError'));
-    if (stopping.aborted) stop();
-    else stopping.addEventListener('abort', stop, { once: true });
-    const ended = aborted(controller.signal).then(() => {
-      throw controller.signal.reason;
-    });
-    ended.catch(() => {});
-    try {
-      return await Promise.race([exchange(delivery, controller.signal), ended]);
-    } catch (error) {
-      if (stopping.aborted)
-        return { statusCode: null, error: 'Interrupted: the instance was stopping', interrupted: true };
-      if (controller.signal.reason === timeout) return { statusCode: null, error: `TimeoutError: ${timeout.message}` };
-      const { name, message } = error instanceof Error ? error : { name: 'Error', message: String(error) };
-      const cause = error instanceof Error && error.cause instanceof Error ? ` (${error.cause.message})` : '';
-      return { statusCode: null, error: `${name}: ${message}${cause}`.slice(0, EXCERPT) };
-    } finally {
-      clearTimeout(timer);
-      stopping.removeEventListener('abort', stop);
-    }
-  }
-
-  /** The URL check, the signed POST and its answer, under the attempt's signal. */
-  async function exchange(
-    delivery: ClaimedDelivery,
-    signal: AbortSignal,
-  ): Promise<{ statusCode: number | null; error: string | null }> {
-    const verdict = await checkWebhookUrl(delivery.url, urlPolicy);
-    if (!verdict.ok) return { statusCode: null, error: `URL refused: ${verdict.reason}` };
-    const body = JSON.stringify(delivery.payload);
-    // A secret sealed under another AUTH_SECRET cannot be opened: a failed
-    // attempt like any other (it follows the schedule), not a claim that
-    // never settles and comes back at every lease's end.
-    const secret = await secrets.open(delivery.secret).catch(() => null);
-    if (secret === null)
-      return { statusCode: null, error: 'Signing secret unreadable (AUTH_SECRET changed?): rotate the secret' };
-    const response = await transport(verdict.url, {
-      method: 'POST',
-      headers: await deliveryHeaders(secret, delivery.id, clock(), body),
-      body,
-      signal,
-    });
-    if (response.status >= 200 && response.status < 300) {
-      response.body?.cancel().catch(() => {});
-      return { statusCode: response.status, error: null };
-    }
-    const excerpt = await readExcerpt(response, signal);
-    return {
-      statusCode: response.status,
-      error: `HTTP ${response.status}${excerpt ? `: ${excerpt}` : ''}`.slice(0, EXCERPT),
-    };
-  }
 
   async function attempt(delivery: ClaimedDelivery, stopping: AbortSignal): Promise<boolean> {
     const { statusCode, error, interrupted } = await send(delivery, stopping);

@@ -13,7 +13,7 @@ import { Agent as HttpAgent, request as httpRequest } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import type { LookupFunction } from 'node:net';
 import { Readable } from 'node:stream';
-import type { WebhookFetch } from './deliverer.js';
+import type { WebhookFetch } from './send.js';
 import { isPrivateAddress, type UrlPolicy } from './url-policy.js';
 
 /** Statuses whose answer has no body (the Response constructor refuses one). */

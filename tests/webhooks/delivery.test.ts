@@ -1,6 +1,6 @@
 import { sql } from 'kysely';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { claimDue } from '../../src/db/queries/webhooks.js';
+import { claimDue } from '../../src/db/queries/webhook-deliveries.js';
 import { DELIVERY_TIMEOUT_MS } from '../../src/webhooks/deliverer.js';
 import { startDeliveryLoop } from '../../src/webhooks/loop.js';
 import { createSecretBox } from '../../src/webhooks/secrets.js';

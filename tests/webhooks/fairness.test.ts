@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { claimDue } from '../../src/db/queries/webhooks.js';
+import { claimDue } from '../../src/db/queries/webhook-deliveries.js';
 import { startDeliveryLoop } from '../../src/webhooks/loop.js';
 import { createTestApp, type TestApp } from '../support/app.js';
 import { call, expectError, expectStatus } from '../support/http.js';

@@ -1,8 +1,9 @@
 import { sql } from 'kysely';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { claimDue, settleAttempt } from '../../src/db/queries/webhooks.js';
-import { LEASE_MARGIN_MS, type WebhookFetch } from '../../src/webhooks/deliverer.js';
+import { claimDue, settleAttempt } from '../../src/db/queries/webhook-deliveries.js';
+import { LEASE_MARGIN_MS } from '../../src/webhooks/deliverer.js';
 import { pinnedFetch } from '../../src/webhooks/pinned-fetch.js';
+import type { WebhookFetch } from '../../src/webhooks/send.js';
 import { createTestApp, type TestApp } from '../support/app.js';
 import { call, expectStatus } from '../support/http.js';
 import { createOrganization, createRole, type TestOrganization } from '../support/orgs.js';
