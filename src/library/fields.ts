@@ -59,7 +59,8 @@ export const email = line(254)
   .refine(keepsItsCase, 'must not contain upper-case letters outside ASCII');
 /** Where an email names someone to act on (an invitee, a member), it must be one. */
 export const address = z.email().max(254).transform(canonicalEmail);
-export const uuid = z.uuid({ version: 'v4' });
+/** A UUID version 4; `pattern` states the version in the OpenAPI document (`format: uuid` alone admits any). */
+export const uuid = z.uuid({ version: 'v4' }).meta({ pattern: z.regexes.uuid(4).source });
 export const slug = z
   .string()
   .max(64)

@@ -1,15 +1,16 @@
 import { swaggerUI } from '@hono/swagger-ui';
 import type { OpenAPIHono } from '@hono/zod-openapi';
 import { COOKIE_PREFIX } from '../auth/auth.js';
+import { libraryOperations } from '../library/document.js';
 import { access, guard } from '../middleware/guard.js';
-import { REQUEST_ID_HEADER } from '../router.js';
+import { describedRoute, REQUEST_ID_HEADER } from '../router.js';
 import type { AppEnv } from '../shared/types.js';
 
 export const SWAGGER_UI_VERSION = '5.35.0';
 
 /** What holds for every operation, and so is said once. */
 const DESCRIPTION = [
-  'Multi-tenant authentication, authorization and API keys. `/api/auth/*` is served by better-auth and not described here beyond the routes this service adds.',
+  "Multi-tenant authentication, authorization and API keys. `/api/auth/*` is the auth library's door (better-auth): every route of it the service serves is described here, with its access and bounded input as the service checks them; its answers are the library's (tagged `Auth: ...`), and its refusals come in the same error shape with the library's own codes. Anything else under `/api/auth` answers 404.",
   '',
   '- Every answer carries `X-Request-Id` (`#/components/headers/XRequestId`), errors and answers of the auth library included.',
   '- Every error is `{ code, message, details? }` (`#/components/schemas/Error`).',
@@ -53,6 +54,8 @@ export function mountDocs(app: OpenAPIHono<AppEnv>, { enabled, serverUrl }: { en
   app.openAPIRegistry.registerComponent('headers', REQUEST_ID_HEADER.name, REQUEST_ID_HEADER.header);
 
   if (!enabled) return;
+  // The auth library's routes, described from the rows that serve them, as the service's are.
+  for (const operation of libraryOperations(describedRoute)) app.openAPIRegistry.registerPath(operation);
   app.get('/api/openapi.json', guard(access.public()), (c) =>
     c.json(
       app.getOpenAPI31Document({
