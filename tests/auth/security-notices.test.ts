@@ -13,7 +13,7 @@ import { type SignedInUser, signedInUser } from '../support/users.js';
  * README "Sensitive actions and step-up", security notices: the account's
  * address is mailed when a passkey is added or removed, two-factor is turned
  * on or off, backup codes are regenerated, the password is changed or reset
- * (a provider link: tests/auth/oauth-linking.test.ts): what happened, when,
+ * (a provider link: tests/auth/oauth-linking.pg.test.ts): what happened, when,
  * the client's address and user agent, and what to do if it was not them.
  * Only for a call that succeeded. Read from the development mailer's log.
  */
