@@ -1,6 +1,13 @@
 import type { Permission, PlatformRole } from '../shared/permissions.js';
 
 /**
+ * The permission rules every door applies: the superadmin bypass and "nobody
+ * grants what they do not hold". Their home is the permission table's module
+ * (src/shared/permissions.ts), so the queries under db/ apply the same ones.
+ */
+export { assertGrantable, bypassesPermissions, type Caller, ungrantable } from '../shared/permissions.js';
+
+/**
  * How a route is reached (spec §4 and API.md "access"): public, optional-auth,
  * or a session with optional platform roles, an active organization and a
  * permission list. Declared once per route, in its definition.

@@ -1,6 +1,6 @@
 import type { Context, MiddlewareHandler } from 'hono';
 import { matchedRoutes } from 'hono/route';
-import type { Access } from '../auth/access.js';
+import { type Access, bypassesPermissions } from '../auth/access.js';
 import { ApiError } from '../shared/errors.js';
 import { hasAll } from '../shared/permissions.js';
 import type { AppEnv, EnrichedSession, TargetResolver } from '../shared/types.js';
@@ -98,8 +98,11 @@ async function check(c: Context<AppEnv>, declared: Access, target?: TargetResolv
     throw new ApiError('MFA_REQUIRED', 'Multi-factor authentication required');
   }
   // 7. Permissions: AND over the list; a superadmin passes (never through a key).
-  const bypass = session.user.role === 'superadmin' && !session.apiKey;
-  if (declared.permissions && !bypass && !hasAll(organization.permissions, declared.permissions)) {
+  if (
+    declared.permissions &&
+    !bypassesPermissions(session) &&
+    !hasAll(organization.permissions, declared.permissions)
+  ) {
     throw new ApiError('INSUFFICIENT_PERMISSIONS', 'Insufficient permissions');
   }
   // docs/security.md "Sensitive actions and step-up", after the permission

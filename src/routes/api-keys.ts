@@ -1,5 +1,6 @@
 import { z } from '@hono/zod-openapi';
 import type { Kysely } from 'kysely';
+import { assertGrantable } from '../auth/access.js';
 import { generateKey, KEY_PREFIX } from '../auth/api-key-material.js';
 import type { NoticeOrigin, SecurityEvent } from '../auth/security-notices.js';
 import type { Database } from '../db/database.js';
@@ -8,7 +9,7 @@ import { knownPermissions } from '../db/queries/roles.js';
 import { access, sessionOf } from '../middleware/guard.js';
 import { createRouter, defineRoute, jsonContent } from '../router.js';
 import { ApiError } from '../shared/errors.js';
-import { missing, PERMISSION_COUNT } from '../shared/permissions.js';
+import { PERMISSION_COUNT } from '../shared/permissions.js';
 import { displayName, NAME_MAX } from '../shared/text.js';
 import type { Clock } from '../shared/types.js';
 import { IdParams, isoOrNull, PermissionString, uniqueArray } from './schemas.js';
@@ -151,13 +152,9 @@ export function apiKeyRoutes({
           details: unknown.map((scope) => ({ path: 'scopes', message: `unknown permission ${scope}` })),
         });
       }
-      // Spec §8: scopes are a subset of the creator's own organization permissions.
-      const lacking = missing(session.permissions, scopes);
-      if (lacking.length > 0) {
-        throw new ApiError('INSUFFICIENT_PERMISSIONS', 'Insufficient permissions', {
-          details: lacking.map((scope) => ({ path: 'scopes', message: `caller lacks ${scope}` })),
-        });
-      }
+      // A key's scopes are a subset of its creator's own permissions in the
+      // organization, superadmins' too: no caller, so no bypass (a key never has it).
+      assertGrantable({ granted: session.permissions, wanted: scopes, path: 'scopes' });
       const material = generateKey();
       const row = await insertKey(db, {
         tenantId,

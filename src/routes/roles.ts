@@ -1,12 +1,12 @@
 import { z } from '@hono/zod-openapi';
 import type { Kysely } from 'kysely';
+import { assertGrantable } from '../auth/access.js';
 import type { Database } from '../db/database.js';
 import { createRole, deleteRole, updateRole } from '../db/queries/role-changes.js';
 import { knownPermissions, listRoles, slugify } from '../db/queries/roles.js';
 import { access, sessionOf } from '../middleware/guard.js';
 import { createRouter, defineRoute, jsonContent } from '../router.js';
 import { ApiError } from '../shared/errors.js';
-import { missing } from '../shared/permissions.js';
 import { displayName, NAME_MAX } from '../shared/text.js';
 import type { EnrichedSession } from '../shared/types.js';
 import { IdParams, PermissionList, RoleSchema, toRoleRecord, updateBody } from './schemas.js';
@@ -81,12 +81,7 @@ async function checkGrantable(
       details: unknown.map((p) => ({ path: 'permissions', message: `unknown permission ${p}` })),
     });
   }
-  const lacking = session.user.role === 'superadmin' ? [] : missing(session.permissions, permissions);
-  if (lacking.length > 0) {
-    throw new ApiError('INSUFFICIENT_PERMISSIONS', 'Insufficient permissions', {
-      details: lacking.map((p) => ({ path: 'permissions', message: `caller lacks ${p}` })),
-    });
-  }
+  assertGrantable({ caller: session, granted: session.permissions, wanted: permissions, path: 'permissions' });
 }
 
 function slugOf(name: string): string {

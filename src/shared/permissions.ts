@@ -1,3 +1,5 @@
+import { ApiError } from './errors.js';
+
 /**
  * Spec §2 "Permission" and "Role" as data: the resources, their actions, the
  * 17 default permission strings and the four default roles. Everything else
@@ -61,4 +63,55 @@ export function hasAll(granted: readonly string[], required: readonly string[]):
 /** The required permissions that `granted` lacks, sorted (for INSUFFICIENT_PERMISSIONS details). */
 export function missing(granted: readonly string[], required: readonly string[]): string[] {
   return required.filter((permission) => !granted.includes(permission)).sort();
+}
+
+/** Who asks, as far as the permission rules care: a session or an API key (`apiKey` set). */
+export interface Caller {
+  user: { role: string };
+  apiKey?: unknown;
+}
+
+/**
+ * The superadmin bypass: a superadmin holds every permission in every
+ * organization, but only in a session of their own, never through an API key
+ * (a key's caller is never a superadmin either: src/auth/api-key-auth.ts).
+ */
+export function bypassesPermissions(caller: Caller): boolean {
+  return caller.user.role === 'superadmin' && !caller.apiKey;
+}
+
+/**
+ * Nobody grants what they do not hold: the permissions of `wanted` (a role's,
+ * an invitation's, a key's scopes) that the caller, holding `granted`, may
+ * not hand out, sorted. None for a superadmin `caller`; without a caller no
+ * bypass applies (what an API key carries, which never has the bypass).
+ */
+export function ungrantable({
+  caller,
+  granted,
+  wanted,
+}: {
+  caller?: Caller;
+  granted: readonly string[];
+  wanted: readonly string[];
+}): string[] {
+  return caller && bypassesPermissions(caller) ? [] : missing(granted, [...new Set(wanted)]);
+}
+
+/**
+ * 403 INSUFFICIENT_PERMISSIONS unless the caller may grant all of `wanted`
+ * (`ungrantable`), naming each permission it lacks at `path`
+ * (`caller lacks members:write`).
+ */
+export function assertGrantable({
+  path,
+  who = 'caller',
+  ...grant
+}: Parameters<typeof ungrantable>[0] & { path: string; who?: string }): void {
+  const lacking = ungrantable(grant);
+  if (lacking.length > 0) {
+    throw new ApiError('INSUFFICIENT_PERMISSIONS', 'Insufficient permissions', {
+      details: lacking.map((permission) => ({ path, message: `${who} lacks ${permission}` })),
+    });
+  }
 }

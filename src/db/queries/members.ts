@@ -1,6 +1,6 @@
 import type { Kysely, Transaction } from 'kysely';
 import { ApiError } from '../../shared/errors.js';
-import { missing } from '../../shared/permissions.js';
+import { assertGrantable } from '../../shared/permissions.js';
 import type { EnrichedSession } from '../../shared/types.js';
 import { recordAudit } from '../audit.js';
 import type { Database } from '../database.js';
@@ -78,19 +78,13 @@ export async function changeMemberRole(
   if (!target) throw new ApiError('NOT_FOUND', 'Role not found');
   const previous = member.role_id ? await findRole(trx, tenantId, member.role_id) : undefined;
 
-  if (actor.user.role !== 'superadmin') {
-    const lacking = [
-      ...new Set([
-        ...missing(actor.permissions, target.permissions),
-        ...missing(actor.permissions, previous?.permissions ?? []),
-      ]),
-    ].sort();
-    if (lacking.length > 0) {
-      throw new ApiError('INSUFFICIENT_PERMISSIONS', 'Insufficient permissions', {
-        details: lacking.map((p) => ({ path: 'roleId', message: `caller lacks ${p}` })),
-      });
-    }
-  }
+  // Neither the role given nor the one taken away may hold what the caller lacks.
+  assertGrantable({
+    caller: actor,
+    granted: actor.permissions,
+    wanted: [...target.permissions, ...(previous?.permissions ?? [])],
+    path: 'roleId',
+  });
   const isOwner = owners.includes(member.id);
   if (member.role_id !== target.id && (isOwner || target.slug === 'owner')) makesOrUnmakesOwner?.();
   if (isOwner && target.slug !== 'owner' && owners.length <= 1) {
