@@ -26,7 +26,7 @@ const DATABASE_TS = resolve('src/db/database.ts');
 
 /** The interface's tables and columns, from the given text of src/db/database.ts. */
 function interfaceTables(text = readFileSync(DATABASE_TS, 'utf8')): Tables {
-  const probePath = resolve('src/db/__table_types_probe.ts');
+  const probePath = resolve('src', 'db', '__table_types_probe.ts');
   const probe = `import type { Selectable } from 'kysely';
 import type { Database } from './database.js';
 export type Probe = { [K in keyof Database]: Selectable<Database[K]> };\n`;
