@@ -1,7 +1,8 @@
 /**
- * A typed client for the service's own routes (everything the OpenAPI
- * document describes; `/api/auth/*` is better-auth's: use its client, see
- * README "Typed client"). Types come from src/client/schema.d.ts, generated
+ * A typed client for everything the OpenAPI document describes: the
+ * service's own routes and the auth library's under `/api/auth` (sign-up,
+ * sign-in, sessions, second factors, organizations; README "Typed client").
+ * Types come from src/client/schema.d.ts, generated
  * from the document; calls go through openapi-fetch with the session cookie
  * (`credentials: 'include'`), so an SPA on another origin listed in
  * CORS_ORIGIN signs in once and calls on.
@@ -9,6 +10,7 @@
  *   const api = createGatehouseClient({ baseUrl: 'https://auth.example.com' });
  *   const { data, error } = await api.GET('/api/roles');
  *   if (error) console.warn(error.code, error.message); // GatehouseError
+ *   await api.POST('/api/auth/sign-in/email', { body: { email, password } });
  *
  * Imports nothing of the server: it is what `gatehouse/client` exports.
  */

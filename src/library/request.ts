@@ -45,7 +45,10 @@ export async function forwardedRequest(
       body = JSON.stringify(input.body);
       headers.set('content-type', 'application/json');
     } else if (raw.body) {
-      body = await raw.arrayBuffer();
+      // A listener hands every POST a body stream, an empty one included: an
+      // empty body stays none, so the library does not ask it for a Content-Type.
+      const bytes = await raw.arrayBuffer();
+      if (bytes.byteLength > 0) body = bytes;
     }
   }
   return new Request(url, { method: route.method, headers, body });

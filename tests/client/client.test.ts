@@ -11,11 +11,11 @@ import { APP_ORIGIN, CookieJar, linkIn, mailsTo, PASSWORD, pathOf } from '../sup
 import { uniqueEmail } from '../support/users.js';
 
 /**
- * The two clients an SPA uses, against a live listener: better-auth's own
- * client for `/api/auth/*` (sign-up, sign-in, organizations) and the typed
- * client (`gatehouse/client`) for the service's routes, both on one cookie
- * session. Node's fetch keeps no cookies, so the browser's part (cookie
- * store, Origin header) is a jar wrapped around fetch.
+ * The clients an SPA may use, against a live listener: the typed client
+ * (`gatehouse/client`) for the service's routes and the auth library's
+ * (`/api/auth/*`, in the same OpenAPI document), and better-auth's own client
+ * beside it on one cookie session. Node's fetch keeps no cookies, so the
+ * browser's part (cookie store, Origin header) is a jar wrapped around fetch.
  */
 describe('typed client and better-auth client against a live service', () => {
   let t: TestApp;
@@ -86,6 +86,60 @@ describe('typed client and better-auth client against a live service', () => {
 
     const removed = await api.DELETE('/api/roles/{id}', { params: { path: { id: created.data!.id } } });
     expect(removed.response.status).toBe(200);
+  });
+
+  it("calls the auth library's routes typed too: sign-up, sign-in, organization create and set-active, get-session", async () => {
+    const ownJar = new CookieJar();
+    const ownFetch = async (input: RequestInfo | URL, init?: RequestInit): Promise<Response> => {
+      const request = new Request(input, init);
+      const headers = new Headers(request.headers);
+      headers.set('origin', APP_ORIGIN);
+      if (ownJar.header()) headers.set('cookie', ownJar.header());
+      const response = await fetch(new Request(request, { headers, redirect: 'manual' }));
+      ownJar.store(response);
+      return response;
+    };
+    const api = createGatehouseClient({ baseUrl, fetch: ownFetch });
+    const email = uniqueEmail('typed-auth');
+
+    const signUp = await api.POST('/api/auth/sign-up/email', { body: { email, password: PASSWORD, name: 'Typed' } });
+    expect(signUp.error).toBeUndefined();
+    expect(signUp.data?.user.email).toBe(email);
+    expect(signUp.data).not.toHaveProperty('token');
+    await ownFetch(`${baseUrl}${pathOf(linkIn(mailsTo(t, email).at(-1)!.text))}`);
+
+    // A refusal of the library's comes typed in the contract's error shape.
+    const wrong = await api.POST('/api/auth/sign-in/email', { body: { email, password: 'not the password at all' } });
+    const refusal: GatehouseError | undefined = wrong.error;
+    expect(wrong.response.status).toBe(401);
+    expect(refusal?.code).toBe('INVALID_EMAIL_OR_PASSWORD');
+
+    const signIn = await api.POST('/api/auth/sign-in/email', { body: { email, password: PASSWORD } });
+    expect(signIn.error).toBeUndefined();
+    expect(signIn.data?.user?.email).toBe(email);
+
+    const slug = `typed-${crypto.randomUUID().slice(0, 8)}`;
+    const org = await api.POST('/api/auth/organization/create', { body: { name: 'Typed Co', slug } });
+    expect(org.error).toBeUndefined();
+    expect(org.data?.slug).toBe(slug);
+    const active = await api.POST('/api/auth/organization/set-active', { body: { organizationId: org.data!.id } });
+    expect(active.error).toBeUndefined();
+
+    const session = await api.GET('/api/auth/get-session');
+    expect(session.data?.user.email).toBe(email);
+    expect(session.data?.session.activeOrganizationId).toBe(org.data!.id);
+    expect(session.data?.session).not.toHaveProperty('token');
+
+    // A query parameter the row's schema refuses: 400 VALIDATION_ERROR naming it.
+    const members = await api.GET('/api/auth/organization/list-members', { params: { query: { limit: 5 } } });
+    expect(members.data?.members.map((member) => member.role)).toEqual(['owner']);
+    const badLimit = await api.GET('/api/auth/organization/list-members', { params: { query: { limit: 101 } } });
+    expect(badLimit.response.status).toBe(400);
+    expect(badLimit.error?.code).toBe('VALIDATION_ERROR');
+
+    const signedOut = await api.POST('/api/auth/sign-out');
+    expect(signedOut.response.status).toBe(200);
+    expect((await api.GET('/api/auth/get-session')).data).toBeNull();
   });
 
   it('is what the package exports as gatehouse/client (the compiled build), usable from plain Node', async () => {
