@@ -33,6 +33,18 @@ export function assertSensitiveAllowed(session: EnrichedSession): void {
   if (!session.stepUpFresh) throw new ApiError('STEP_UP_REQUIRED', 'Recent authentication required');
 }
 
+/**
+ * The organization a tenant route acts in: the one the guard checked the
+ * caller's permissions in (the session's active organization, or the API
+ * key's). Only routes whose access needs an organization have one; calling it
+ * from another route is a programming error (500).
+ */
+export function tenantOf(c: Context<AppEnv>): string {
+  const tenantId = c.get('tenantId');
+  if (!tenantId) throw new Error('tenantOf: this route declares no organization');
+  return tenantId;
+}
+
 const guards = new WeakMap<object, Access>();
 
 /** 403 ACCOUNT_SCHEDULED_FOR_DELETION, saying when the purge is due. */
@@ -113,6 +125,7 @@ async function check(c: Context<AppEnv>, declared: Access, target?: TargetResolv
     throw new ApiError('FORBIDDEN', 'API keys cannot perform this action');
   }
   if (declared.sensitive) assertSensitiveAllowed(session);
+  if (needsOrganization && organization.id) c.set('tenantId', organization.id);
 }
 
 /**

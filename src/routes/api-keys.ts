@@ -6,7 +6,7 @@ import type { NoticeOrigin, SecurityEvent } from '../auth/security-notices.js';
 import type { Database } from '../db/database.js';
 import { insertKey, listKeys, revokeKey } from '../db/queries/api-keys.js';
 import { knownPermissions } from '../db/queries/roles.js';
-import { access, sessionOf } from '../middleware/guard.js';
+import { access, sessionOf, tenantOf } from '../middleware/guard.js';
 import { createRouter, defineRoute, jsonContent } from '../router.js';
 import { ApiError } from '../shared/errors.js';
 import { PERMISSION_COUNT } from '../shared/permissions.js';
@@ -137,7 +137,7 @@ export function apiKeyRoutes({
   return createRouter()
     .openapi(createRoute, async (c) => {
       const session = sessionOf(c);
-      const tenantId = session.session.activeOrganizationId!;
+      const tenantId = tenantOf(c);
       const { name, scopes, expiresAt } = c.req.valid('json');
       const expires = expiresAt ? new Date(expiresAt) : null;
       if (expires && expires.getTime() <= clock().getTime()) {
@@ -174,13 +174,13 @@ export function apiKeyRoutes({
       return c.json({ ...created, key: material.key }, 201);
     })
     .openapi(listRoute, async (c) => {
-      const tenantId = sessionOf(c).session.activeOrganizationId!;
+      const tenantId = tenantOf(c);
       const rows = await listKeys(db, tenantId);
       return c.json(rows.map(toApiKey), 200);
     })
     .openapi(revokeRoute, async (c) => {
       const session = sessionOf(c);
-      const tenantId = session.session.activeOrganizationId!;
+      const tenantId = tenantOf(c);
       const { id } = c.req.valid('param');
       const revokedAt = await revokeKey(db, {
         tenantId,

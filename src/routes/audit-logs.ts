@@ -3,7 +3,7 @@ import type { Kysely } from 'kysely';
 import type { Database } from '../db/database.js';
 import { PageQuerySchema } from '../db/pagination.js';
 import { auditPage } from '../db/queries/audit-logs.js';
-import { access, sessionOf } from '../middleware/guard.js';
+import { access, tenantOf } from '../middleware/guard.js';
 import { createRouter, defineRoute } from '../router.js';
 
 const AuditEntrySchema = z
@@ -38,7 +38,7 @@ const route = defineRoute({
 /** API.md GET /api/audit-logs: keyset pages of (created_at, id), newest first. */
 export function auditLogRoutes({ db }: { db: Kysely<Database> }) {
   return createRouter().openapi(route, async (c) => {
-    const tenantId = sessionOf(c).session.activeOrganizationId!;
+    const tenantId = tenantOf(c);
     const { items, nextCursor } = await auditPage(db, tenantId, c.req.valid('query'));
     return c.json(
       {

@@ -3,7 +3,7 @@ import type { Context } from 'hono';
 import type { Kysely } from 'kysely';
 import type { Database } from '../db/database.js';
 import { listMembers, setMemberRole, transferOwnership } from '../db/queries/members.js';
-import { access, assertSensitiveAllowed, sessionOf } from '../middleware/guard.js';
+import { access, assertSensitiveAllowed, sessionOf, tenantOf } from '../middleware/guard.js';
 import { createRouter, defineRoute, jsonContent } from '../router.js';
 import type { AppEnv } from '../shared/types.js';
 import { IdParams, uuidV4 } from './schemas.js';
@@ -110,7 +110,7 @@ export function memberRoutes({ db }: { db: Kysely<Database> }) {
   const change = (c: Context<AppEnv>, memberId: string, roleId: string) => {
     const actor = sessionOf(c);
     return setMemberRole(db, {
-      tenantId: actor.session.activeOrganizationId!,
+      tenantId: tenantOf(c),
       memberId,
       roleId,
       actor,
@@ -123,7 +123,7 @@ export function memberRoutes({ db }: { db: Kysely<Database> }) {
 
   return createRouter()
     .openapi(listRoute, async (c) => {
-      const tenantId = sessionOf(c).session.activeOrganizationId!;
+      const tenantId = tenantOf(c);
       const members = await listMembers(db, tenantId);
       return c.json(
         members.map((m) => ({
@@ -151,7 +151,7 @@ export function memberRoutes({ db }: { db: Kysely<Database> }) {
     })
     .openapi(transferRoute, async (c) => {
       const actor = sessionOf(c);
-      const tenantId = actor.session.activeOrganizationId!;
+      const tenantId = tenantOf(c);
       const { targetMemberId } = c.req.valid('json');
       const result = await transferOwnership(db, {
         tenantId,

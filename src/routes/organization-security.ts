@@ -2,7 +2,7 @@ import { z } from '@hono/zod-openapi';
 import type { Kysely } from 'kysely';
 import type { Database } from '../db/database.js';
 import { organizationSecurity, updateOrganizationSecurity } from '../db/queries/organizations.js';
-import { access, sessionOf } from '../middleware/guard.js';
+import { access, sessionOf, tenantOf } from '../middleware/guard.js';
 import { createRouter, defineRoute } from '../router.js';
 import { ApiError } from '../shared/errors.js';
 
@@ -38,7 +38,7 @@ const updateRoute = defineRoute({
 export function organizationSecurityRoutes({ db }: { db: Kysely<Database> }) {
   return createRouter()
     .openapi(readRoute, async (c) => {
-      const organizationId = sessionOf(c).session.activeOrganizationId!;
+      const organizationId = tenantOf(c);
       return c.json(await organizationSecurity(db, organizationId), 200);
     })
     .openapi(updateRoute, async (c) => {
@@ -48,7 +48,7 @@ export function organizationSecurityRoutes({ db }: { db: Kysely<Database> }) {
       if (requireMfa && !actor.apiKey && !actor.session.mfa)
         throw new ApiError('MFA_REQUIRED', 'Multi-factor authentication required');
       const updated = await updateOrganizationSecurity(db, {
-        organizationId: actor.session.activeOrganizationId!,
+        organizationId: tenantOf(c),
         requireMfa,
         actorId: actor.user.id,
         requestId: c.get('requestId'),

@@ -4,7 +4,7 @@ import { assertGrantable } from '../auth/access.js';
 import type { Database } from '../db/database.js';
 import { createRole, deleteRole, updateRole } from '../db/queries/role-changes.js';
 import { knownPermissions, listRoles, slugify } from '../db/queries/roles.js';
-import { access, sessionOf } from '../middleware/guard.js';
+import { access, sessionOf, tenantOf } from '../middleware/guard.js';
 import { createRouter, defineRoute, jsonContent } from '../router.js';
 import { ApiError } from '../shared/errors.js';
 import { displayName, NAME_MAX } from '../shared/text.js';
@@ -97,13 +97,13 @@ function slugOf(name: string): string {
 export function roleRoutes({ db }: { db: Kysely<Database> }) {
   return createRouter()
     .openapi(listRoute, async (c) => {
-      const tenantId = sessionOf(c).session.activeOrganizationId!;
+      const tenantId = tenantOf(c);
       const roles = await listRoles(db, tenantId);
       return c.json(roles.map(toRoleRecord), 200);
     })
     .openapi(createRoleRoute, async (c) => {
       const session = sessionOf(c);
-      const tenantId = session.session.activeOrganizationId!;
+      const tenantId = tenantOf(c);
       const { name, description, permissions } = c.req.valid('json');
       await checkGrantable(db, session, permissions);
       const slug = slugOf(name);
@@ -120,7 +120,7 @@ export function roleRoutes({ db }: { db: Kysely<Database> }) {
     })
     .openapi(updateRoleRoute, async (c) => {
       const session = sessionOf(c);
-      const tenantId = session.session.activeOrganizationId!;
+      const tenantId = tenantOf(c);
       const { id } = c.req.valid('param');
       const changes = c.req.valid('json');
       if (changes.permissions) await checkGrantable(db, session, changes.permissions);
@@ -136,7 +136,7 @@ export function roleRoutes({ db }: { db: Kysely<Database> }) {
     })
     .openapi(deleteRoleRoute, async (c) => {
       const session = sessionOf(c);
-      const tenantId = session.session.activeOrganizationId!;
+      const tenantId = tenantOf(c);
       const { id } = c.req.valid('param');
       const reassigned = await deleteRole(db, {
         tenantId,

@@ -12,7 +12,7 @@ import {
   rotateSecret,
   updateEndpoint,
 } from '../db/queries/webhooks.js';
-import { access, sessionOf } from '../middleware/guard.js';
+import { access, sessionOf, tenantOf } from '../middleware/guard.js';
 import { createRouter, defineRoute, ErrorSchema, jsonContent } from '../router.js';
 import { ApiError } from '../shared/errors.js';
 import { generateWebhookSecret, type SecretBox } from '../webhooks/secrets.js';
@@ -212,7 +212,7 @@ export function webhookRoutes({
   const actorOf = (c: Parameters<typeof sessionOf>[0]) => {
     const session = sessionOf(c);
     return {
-      tenantId: session.session.activeOrganizationId!,
+      tenantId: tenantOf(c),
       actorId: session.user.id,
       requestId: c.get('requestId'),
     };
@@ -237,7 +237,7 @@ export function webhookRoutes({
       return c.json({ ...created, secret }, 201);
     })
     .openapi(listRoute, async (c) => {
-      const rows = await listEndpoints(db, sessionOf(c).session.activeOrganizationId!);
+      const rows = await listEndpoints(db, tenantOf(c));
       return c.json(rows.map(toWebhook), 200);
     })
     .openapi(updateRoute, async (c) => {
@@ -271,12 +271,7 @@ export function webhookRoutes({
     })
     .openapi(deliveriesRoute, async (c) => {
       const { id } = c.req.valid('param');
-      const { items, nextCursor } = await deliveriesPage(
-        db,
-        sessionOf(c).session.activeOrganizationId!,
-        id,
-        c.req.valid('query'),
-      );
+      const { items, nextCursor } = await deliveriesPage(db, tenantOf(c), id, c.req.valid('query'));
       return c.json(
         {
           items: items.map((row) => ({

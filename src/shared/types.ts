@@ -59,6 +59,8 @@ export type AppEnv = {
     loadSession: () => Promise<EnrichedSession | null>;
     /** The resolved session; set once loadSession has run (null: no valid session). */
     session: EnrichedSession | null;
+    /** The organization the guard authorized the request in (routes that need one); read with `tenantOf`. */
+    tenantId: string;
     /** The client address the rate limiter keys on (spec §8 rule 2). */
     clientIp: string;
   };

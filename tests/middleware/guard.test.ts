@@ -6,7 +6,7 @@
 import { z } from '@hono/zod-openapi';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type Access, access, declaredAccess, loadSession } from '../../src/middleware/guard.js';
+import { type Access, access, declaredAccess, guard, loadSession, tenantOf } from '../../src/middleware/guard.js';
 import { createRouter, defineRoute } from '../../src/router.js';
 import { ALL_PERMISSIONS, type Permission } from '../../src/shared/permissions.js';
 import { createTestApp, type TestApp } from '../support/app.js';
@@ -166,10 +166,30 @@ describe('guard (spec §4)', () => {
       c.json({ ok: true, userId: (await loadSession(c))?.user.id ?? null }),
     );
     t.app.post('/api/test/undeclared', (c) => c.json({ ok: true }));
+    t.app.get('/api/test/tenant', guard(access.permissions('roles:read')), (c) => c.json({ tenantId: tenantOf(c) }));
+    t.app.get('/api/test/tenant-without-organization', guard(access.session()), (c) =>
+      c.json({ tenantId: tenantOf(c) }),
+    );
     founder = await signedInUser(t);
     organizationId = await newOrganization(t, founder);
   });
   afterAll(() => t.close());
+
+  describe('tenantOf', () => {
+    it('is the organization the guard authorized the request in', async () => {
+      expect(await get(t, '/api/test/tenant', founder.jar)).toEqual({
+        status: 200,
+        body: { tenantId: organizationId },
+      });
+    });
+
+    it('fails loudly (500) on a route whose access declares no organization', async () => {
+      expect(await get(t, '/api/test/tenant-without-organization', founder.jar)).toEqual({
+        status: 500,
+        body: { code: 'INTERNAL_ERROR', message: 'Internal server error' },
+      });
+    });
+  });
 
   describe('steps 1-4', () => {
     it('1. a public route works without a session (and with one)', async () => {
