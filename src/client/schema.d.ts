@@ -13126,6 +13126,7 @@ export interface components {
             status: string;
             /** Format: date-time */
             expiresAt: string;
+            organizationName?: string;
         } & {
             [key: string]: unknown;
         };

@@ -69,6 +69,8 @@ const AuthInvitation = z
     role: z.string(),
     status: z.string(),
     expiresAt: timestamp,
+    /** In the invitations to the caller's own address (`list-user-invitations`). */
+    organizationName: z.string().optional(),
   })
   .openapi('AuthInvitation');
 

@@ -1,8 +1,10 @@
-// The two clients an SPA needs: better-auth's own for `/api/auth/*`
-// (sign-up, sign-in, organizations, invitations, second factors) and the
-// typed one for the service's routes (`gatehouse/client`, generated from the
-// OpenAPI document). Both send the session cookie (`credentials: 'include'`):
-// it is HttpOnly on the API's origin, so this page never sees it.
+// The clients this SPA uses: the typed one (`gatehouse/client`, generated
+// from the OpenAPI document) for the service's routes and for the auth
+// library's plain JSON calls under `/api/auth` (sign-up, sign-in, sign-out,
+// organizations, invitations), and better-auth's own for the flows its
+// plugins drive (passkey ceremonies, OAuth redirects, second factors). Both
+// send the session cookie (`credentials: 'include'`): it is HttpOnly on the
+// API's origin, so this page never sees it.
 import { passkeyClient } from '@better-auth/passkey/client';
 import { createAuthClient } from 'better-auth/client';
 import { magicLinkClient, organizationClient, twoFactorClient } from 'better-auth/client/plugins';

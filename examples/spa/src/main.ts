@@ -1,7 +1,7 @@
 // The example's shell: a header with the session, a hash router over the
 // screens, one status line. Open http://localhost:3000 after `npm start` and
 // `npm run example` (README "Example SPA").
-import { auth, must } from './clients.js';
+import { api, must } from './clients.js';
 import { account } from './screens/account.js';
 import { apiKeys } from './screens/api-keys.js';
 import { auditLog } from './screens/audit-log.js';
@@ -62,7 +62,7 @@ $('sign-out').addEventListener(
   'click',
   () =>
     void action('sign out', async () => {
-      await must(auth.signOut());
+      await must(api.POST('/api/auth/sign-out'));
       await refresh();
     }),
 );

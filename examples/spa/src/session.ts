@@ -5,7 +5,7 @@
 // data: both resolve once the screen shows the new state. `reload()` updates
 // the header only (the step-up prompt's, before it retries an action).
 import type { components } from 'gatehouse/client';
-import { ApiFailure, api, auth, must } from './clients.js';
+import { ApiFailure, api, must } from './clients.js';
 import { $, h } from './ui.js';
 
 export type Session = NonNullable<components['schemas']['EnrichedSession']>;
@@ -34,7 +34,7 @@ export const can = (permission: string): boolean => current?.permissions.include
 /** An account scheduled for deletion is refused them until it cancels (its Account screen still works). */
 async function listOrganizations(): Promise<Organization[]> {
   try {
-    return (await must(auth.organization.list())) ?? [];
+    return (await must(api.GET('/api/auth/organization/list'))) ?? [];
   } catch (error) {
     if (error instanceof ApiFailure && error.code === 'ACCOUNT_SCHEDULED_FOR_DELETION') return [];
     throw error;

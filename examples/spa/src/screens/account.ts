@@ -35,7 +35,11 @@ export const account: Screen = async (root) => {
         ],
         async ({ name, email, password }) => {
           // The verification link signs the user in and comes back here (?verified=1).
-          await must(auth.signUp.email({ name, email, password, callbackURL: `${back()}?verified=1` }));
+          await must(
+            api.POST('/api/auth/sign-up/email', {
+              body: { name, email, password, callbackURL: `${back()}?verified=1` },
+            }),
+          );
           notice = `Check ${email} for the verification link (in development the API prints the mail in its log).`;
           await refresh();
         },
@@ -51,9 +55,9 @@ export const account: Screen = async (root) => {
           { name: 'password', label: 'Password', type: 'password', autocomplete: 'current-password' },
         ],
         async ({ email, password }) => {
-          const data = await must(auth.signIn.email({ email, password }));
+          const data = await must(api.POST('/api/auth/sign-in/email', { body: { email, password } }));
           // A user with a second factor gets { twoFactorRedirect: true } and no session yet.
-          secondFactorPending = Boolean(data && 'twoFactorRedirect' in data && data.twoFactorRedirect);
+          secondFactorPending = data?.twoFactorRedirect === true;
           await refresh();
         },
       ),
@@ -62,7 +66,7 @@ export const account: Screen = async (root) => {
         'send magic link',
         [{ name: 'email', label: 'Email', type: 'email' }],
         async ({ email }) => {
-          await must(auth.signIn.magicLink({ email, callbackURL: back() }));
+          await must(api.POST('/api/auth/sign-in/magic-link', { body: { email, callbackURL: back() } }));
           notice = `Check ${email} for the sign-in link.`;
           await refresh();
         },

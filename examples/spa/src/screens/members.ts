@@ -1,7 +1,7 @@
 // Members of the active organization (the service's `GET /api/members`), role
 // changes (`PATCH /api/admin/members/{memberId}`), removal and invitations
 // (better-auth's organization plugin, checked against the same permissions).
-import { api, auth, must } from '../clients.js';
+import { api, must } from '../clients.js';
 import { activeOrganization, can, inOrganization, rerender, session } from '../session.js';
 import { button, form, h, type Screen, section, select, table, when } from '../ui.js';
 
@@ -46,7 +46,9 @@ export const members: Screen = async (root) => {
               ? button(
                   'remove member',
                   async () => {
-                    await must(auth.organization.removeMember({ memberIdOrEmail: member.id }));
+                    await must(
+                      api.POST('/api/auth/organization/remove-member', { body: { memberIdOrEmail: member.id } }),
+                    );
                     await rerender();
                   },
                   { textContent: 'Remove', dataset: { email: member.email } },
@@ -62,7 +64,8 @@ export const members: Screen = async (root) => {
 
 async function invitations(roleSlugs: string[]): Promise<HTMLElement> {
   const organizationId = activeOrganization()?.id;
-  const all = (await must(auth.organization.listInvitations({ query: { organizationId } }))) ?? [];
+  const all =
+    (await must(api.GET('/api/auth/organization/list-invitations', { params: { query: { organizationId } } }))) ?? [];
   const pending = all.filter((invitation) => invitation.status === 'pending');
   return section(
     'Invitations',
@@ -77,7 +80,9 @@ async function invitations(roleSlugs: string[]): Promise<HTMLElement> {
           ? button(
               'cancel invitation',
               async () => {
-                await must(auth.organization.cancelInvitation({ invitationId: invitation.id }));
+                await must(
+                  api.POST('/api/auth/organization/cancel-invitation', { body: { invitationId: invitation.id } }),
+                );
                 await rerender();
               },
               { textContent: 'Cancel', dataset: { email: invitation.email } },
@@ -92,8 +97,12 @@ async function invitations(roleSlugs: string[]): Promise<HTMLElement> {
         [{ name: 'email', label: 'Email', type: 'email' }],
         async (values) => {
           // The invitation mail links to APP_URL; the invitee accepts on the Organizations screen.
-          // Any role slug of the organization; the client's type names only the library's built-in ones.
-          await must(auth.organization.inviteMember({ email: values.email, role: values.all('role')[0] as 'member' }));
+          // Any role slug of the organization.
+          await must(
+            api.POST('/api/auth/organization/invite-member', {
+              body: { email: values.email, role: values.all('role')[0] },
+            }),
+          );
           await rerender();
         },
         [

@@ -1,18 +1,19 @@
-// The user's organizations (better-auth's organization plugin): create one,
-// switch the active one (tenant routes act in it), and answer invitations.
-import { auth, must } from '../clients.js';
+// The user's organizations (better-auth's organization plugin, called through
+// the typed client): create one, switch the active one (tenant routes act in
+// it), and answer invitations.
+import { api, must } from '../clients.js';
 import { activeOrganization, myOrganizations, refresh, signedIn } from '../session.js';
 import { button, form, h, type Screen, section, table } from '../ui.js';
 
 const use = async (organizationId: string) => {
-  await must(auth.organization.setActive({ organizationId }));
+  await must(api.POST('/api/auth/organization/set-active', { body: { organizationId } }));
   await refresh();
 };
 
 export const organizations: Screen = async (root) => {
   if (!signedIn(root)) return;
   const active = activeOrganization();
-  const invitations = await must(auth.organization.listUserInvitations());
+  const invitations = await must(api.GET('/api/auth/organization/list-user-invitations'));
   const pending = (invitations ?? []).filter((invitation) => invitation.status === 'pending');
   root.append(
     section(
@@ -42,7 +43,7 @@ export const organizations: Screen = async (root) => {
           { name: 'slug', label: 'Slug', placeholder: 'acme' },
         ],
         async ({ name, slug }) => {
-          const created = await must(auth.organization.create({ name, slug }));
+          const created = await must(api.POST('/api/auth/organization/create', { body: { name, slug } }));
           if (!created) throw new Error('no organization in the answer');
           await use(created.id);
         },
@@ -56,7 +57,7 @@ export const organizations: Screen = async (root) => {
             'my-invitations',
             ['Organization', 'Role', 'Expires', ''],
             pending.map((invitation) => [
-              invitation.organizationName,
+              invitation.organizationName ?? invitation.organizationId,
               invitation.role,
               new Date(invitation.expiresAt).toLocaleDateString(),
               h(
@@ -65,7 +66,9 @@ export const organizations: Screen = async (root) => {
                 button(
                   'accept invitation',
                   async () => {
-                    await must(auth.organization.acceptInvitation({ invitationId: invitation.id }));
+                    await must(
+                      api.POST('/api/auth/organization/accept-invitation', { body: { invitationId: invitation.id } }),
+                    );
                     await use(invitation.organizationId);
                   },
                   { textContent: 'Accept' },
@@ -73,7 +76,9 @@ export const organizations: Screen = async (root) => {
                 button(
                   'reject invitation',
                   async () => {
-                    await must(auth.organization.rejectInvitation({ invitationId: invitation.id }));
+                    await must(
+                      api.POST('/api/auth/organization/reject-invitation', { body: { invitationId: invitation.id } }),
+                    );
                     await refresh();
                   },
                   { textContent: 'Reject' },
