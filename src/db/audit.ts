@@ -38,6 +38,7 @@ export interface AuditEntry {
   organizationId: string | null;
   /** Never a key, hash, salt, password, token or session id (API.md). */
   metadata: Record<string, unknown>;
+  /** @deprecated Ignored: the request id comes from the request scope (src/shared/request-scope.ts). */
   requestId?: string | null;
 }
 
@@ -82,14 +83,16 @@ const iso = (column: string) => sql.raw(`to_char(${column} AT TIME ZONE 'UTC', '
 
 /**
  * Writes one entry inside the caller's transaction, so it commits or rolls
- * back with the change. An organization's entry is also its webhook event:
+ * back with the change. The request it belongs to (its id, the API key that
+ * acted) is read from the request scope, never passed by hand; outside a
+ * request (the purge job, the command line) it has none. An organization's entry is also its webhook event:
  * the same statement writes one delivery per enabled endpoint subscribed to
  * the action (the transactional outbox; no route can forget it, and no
  * committed change lacks its event or the reverse).
  */
 export async function recordAudit(
   trx: Transaction<Database> | Kysely<Database>,
-  { action, actorId, organizationId, metadata, requestId }: AuditEntry,
+  { action, actorId, organizationId, metadata }: AuditEntry,
 ): Promise<void> {
   const scope = currentRequestScope();
   // An action done with an API key names the key as the actor's means.
@@ -97,7 +100,7 @@ export async function recordAudit(
   // As text, cast by the server: postgres.js binds a string to a jsonb
   // parameter as a JSON string scalar ("{\"keyId\":…}"), not an object.
   const json = sql<string>`${JSON.stringify(scrub({ ...metadata, ...means }))}::text::jsonb`;
-  const request = requestId ?? scope?.requestId ?? null;
+  const request = scope?.requestId ?? null;
   if (!organizationId || !EVENTS.has(action)) {
     await trx
       .insertInto('audit_logs')

@@ -88,7 +88,6 @@ export function adminRoutes({ db }: { db: Kysely<Database> }) {
         userId: id,
         role,
         actorId: actor.user.id,
-        requestId: c.get('requestId'),
       });
       return c.json({ id: changed.id, role: changed.role }, 200);
     });

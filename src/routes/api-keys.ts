@@ -163,7 +163,6 @@ export function apiKeyRoutes({
         scopes: [...scopes].sort(),
         expiresAt: expires,
         material,
-        requestId: c.get('requestId'),
       });
       const { revokedAt: _r, lastUsedAt: _l, ...created } = toApiKey(row);
       notify(
@@ -186,7 +185,6 @@ export function apiKeyRoutes({
         tenantId,
         keyId: id,
         actorId: session.user.id,
-        requestId: c.get('requestId'),
       });
       if (!revokedAt) throw new ApiError('NOT_FOUND', 'API key not found');
       return c.json({ id, revoked: true as const, revokedAt: new Date(revokedAt).toISOString() }, 200);

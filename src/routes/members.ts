@@ -114,7 +114,6 @@ export function memberRoutes({ db }: { db: Kysely<Database> }) {
       memberId,
       roleId,
       actor,
-      requestId: c.get('requestId'),
       // Making or unmaking an Owner hands over or takes away the organization:
       // as sensitive as POST /api/roles/transfer-ownership (no key, a fresh session).
       makesOrUnmakesOwner: () => assertSensitiveAllowed(actor),
@@ -157,7 +156,6 @@ export function memberRoutes({ db }: { db: Kysely<Database> }) {
         tenantId,
         userId: actor.user.id,
         targetMemberId,
-        requestId: c.get('requestId'),
       });
       return c.json(result, 200);
     });

@@ -51,7 +51,6 @@ export function organizationSecurityRoutes({ db }: { db: Kysely<Database> }) {
         organizationId: tenantOf(c),
         requireMfa,
         actorId: actor.user.id,
-        requestId: c.get('requestId'),
       });
       return c.json(updated, 200);
     });

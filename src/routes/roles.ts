@@ -114,7 +114,6 @@ export function roleRoutes({ db }: { db: Kysely<Database> }) {
         description,
         permissions,
         actorId: session.user.id,
-        requestId: c.get('requestId'),
       });
       return c.json(toRoleRecord(role), 201);
     })
@@ -130,7 +129,6 @@ export function roleRoutes({ db }: { db: Kysely<Database> }) {
         id,
         changes: { ...changes, slug },
         actorId: session.user.id,
-        requestId: c.get('requestId'),
       });
       return c.json(toRoleRecord(role), 200);
     })
@@ -142,7 +140,6 @@ export function roleRoutes({ db }: { db: Kysely<Database> }) {
         tenantId,
         id,
         actorId: session.user.id,
-        requestId: c.get('requestId'),
       });
       return c.json({ id, deleted: true as const, reassignedMembers: reassigned }, 200);
     });

@@ -153,7 +153,6 @@ export function userRoutes({ db, clock, graceDays }: { db: Kysely<Database>; clo
         userId: session.user.id,
         at: deletedAt,
         purgeAfter: purgeAfter(deletedAt, graceDays),
-        requestId: c.get('requestId'),
       });
       return c.json(
         { deletedAt: deletedAt.toISOString(), purgeAfter: purgeAfter(deletedAt, graceDays).toISOString() },
@@ -162,7 +161,7 @@ export function userRoutes({ db, clock, graceDays }: { db: Kysely<Database>; clo
     })
     .openapi(reactivateRoute, async (c) => {
       const session = sessionOf(c);
-      await reactivate(db, { userId: session.user.id, at: clock(), requestId: c.get('requestId') });
+      await reactivate(db, { userId: session.user.id, at: clock() });
       return c.json(await profile(db, session.user.id), 200);
     })
     .openapi(exportRoute, async (c) => {
@@ -219,7 +218,7 @@ export function userRoutes({ db, clock, graceDays }: { db: Kysely<Database>; clo
           details: [{ path: 'confirmEmail', message: 'does not match the account email' }],
         });
       }
-      await purgeAccount(db, { userId: session.user.id, actorId: session.user.id, requestId: c.get('requestId') });
+      await purgeAccount(db, { userId: session.user.id, actorId: session.user.id });
       return c.json({ purged: true as const }, 200);
     });
 }

@@ -25,7 +25,7 @@ export function purgeAfter(deletedAt: Date | string, graceDays: number): Date {
  */
 export async function purgeAccount(
   db: Kysely<Database>,
-  { userId, actorId, requestId, dueBy }: { userId: string; actorId: string | null; requestId?: string; dueBy?: Date },
+  { userId, actorId, dueBy }: { userId: string; actorId: string | null; dueBy?: Date },
 ): Promise<boolean> {
   return runInTransaction(db, async (trx) => {
     const user = await trx
@@ -64,9 +64,9 @@ export async function purgeAccount(
       );
     }
 
-    await revokeKeys(trx, { createdBy: userId, actorId, requestId, reason: 'account_purged' });
+    await revokeKeys(trx, { createdBy: userId, actorId, reason: 'account_purged' });
     for (const solo of memberships.filter((m) => m.members === 1)) {
-      await revokeKeys(trx, { tenantId: solo.organization_id, actorId, requestId, reason: 'account_purged' });
+      await revokeKeys(trx, { tenantId: solo.organization_id, actorId, reason: 'account_purged' });
       await setScope(trx, { tenantId: '' });
       await trx.deleteFrom('organizations').where('id', '=', solo.organization_id).execute();
     }
@@ -79,7 +79,6 @@ export async function purgeAccount(
         actorId,
         organizationId: kept.organization_id,
         metadata: { userId, memberId: kept.id, reason: 'account_purged' },
-        requestId,
       });
     }
     await setScope(trx, { tenantId: '' });
@@ -96,7 +95,6 @@ export async function purgeAccount(
       actorId,
       organizationId: null,
       metadata: { userId },
-      requestId,
     });
     return true;
   });
@@ -150,7 +148,7 @@ export function findProfile(db: Kysely<Database>, userId: string) {
 /** Marks the account for deletion at `at` (spec §3 "Account scheduled for deletion"), audited with its purge date. */
 export async function scheduleDeletion(
   db: Kysely<Database>,
-  { userId, at, purgeAfter, requestId }: { userId: string; at: Date; purgeAfter: Date; requestId?: string },
+  { userId, at, purgeAfter }: { userId: string; at: Date; purgeAfter: Date },
 ): Promise<void> {
   await runInTransaction(db, async (trx) => {
     await trx.updateTable('users').set({ deleted_at: at, updated_at: at }).where('id', '=', userId).execute();
@@ -159,16 +157,12 @@ export async function scheduleDeletion(
       actorId: userId,
       organizationId: null,
       metadata: { userId, purgeAfter: purgeAfter.toISOString() },
-      requestId,
     });
   });
 }
 
 /** Cancels a scheduled deletion; audited only when there was one. */
-export async function reactivate(
-  db: Kysely<Database>,
-  { userId, at, requestId }: { userId: string; at: Date; requestId?: string },
-): Promise<void> {
+export async function reactivate(db: Kysely<Database>, { userId, at }: { userId: string; at: Date }): Promise<void> {
   await runInTransaction(db, async (trx) => {
     const cleared = await trx
       .updateTable('users')
@@ -182,7 +176,6 @@ export async function reactivate(
         actorId: userId,
         organizationId: null,
         metadata: { userId },
-        requestId,
       });
     }
   });

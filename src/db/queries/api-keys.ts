@@ -35,6 +35,7 @@ export interface RevokeKeys {
   /** Only this key. */
   keyId?: string;
   actorId: string | null;
+  /** @deprecated Ignored: the audit entries take the request id from the request scope. */
   requestId?: string;
   /** Why, in each audit entry's metadata (none for a key revoked by request). */
   reason?: string;
@@ -53,7 +54,7 @@ export async function revokeKeys(
   trx: Transaction<Database>,
   target: RevokeKeys,
 ): Promise<{ id: string; revoked_at: Date | null }[]> {
-  const { tenantId, createdBy, keyId, actorId, requestId, reason } = target;
+  const { tenantId, createdBy, keyId, actorId, reason } = target;
   if (tenantId === undefined) {
     if (!createdBy) throw new Error('revokeKeys: name a tenant or a creator');
     await setScope(trx, { tenantId: '', keyOwnerId: createdBy });
@@ -84,7 +85,6 @@ export async function revokeKeys(
       actorId,
       organizationId: tenantId,
       metadata: { ...keyMetadata(key), ...(reason ? { reason } : {}) },
-      requestId,
     });
   }
   return revoked;
@@ -93,10 +93,10 @@ export async function revokeKeys(
 /** DELETE /api/api-keys/:id, idempotent: when the key was revoked, by this call or before; NOT_FOUND is the caller's to raise (null). */
 export async function revokeKey(
   db: Kysely<Database>,
-  { tenantId, keyId, actorId, requestId }: { tenantId: string; keyId: string; actorId: string; requestId?: string },
+  { tenantId, keyId, actorId }: { tenantId: string; keyId: string; actorId: string },
 ): Promise<Date | null> {
   return withTenant(db, tenantId, async (trx) => {
-    const [revoked] = await revokeKeys(trx, { tenantId, keyId, actorId, requestId });
+    const [revoked] = await revokeKeys(trx, { tenantId, keyId, actorId });
     if (revoked) return revoked.revoked_at!;
     const existing = await trx
       .selectFrom('api_keys')
@@ -128,7 +128,6 @@ export interface NewKey {
   scopes: string[];
   expiresAt: Date | null;
   material: { lastFour: string; hash: string; salt: string; lookupDigest: string };
-  requestId?: string;
 }
 
 /** Stores a key (its hash, salt and lookup digest, never the key) with its `api_key.created` entry. */
@@ -154,7 +153,6 @@ export function insertKey(db: Kysely<Database>, key: NewKey) {
       actorId: key.createdBy,
       organizationId: key.tenantId,
       metadata: keyMetadata(inserted),
-      requestId: key.requestId,
     });
     return inserted;
   });

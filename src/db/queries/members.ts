@@ -103,14 +103,7 @@ export async function changeMemberRole(
 /** changeMemberRole in its own transaction, audited as `member.role_changed` when the role changed. */
 export function setMemberRole(
   db: Kysely<Database>,
-  {
-    tenantId,
-    memberId,
-    roleId,
-    actor,
-    requestId,
-    makesOrUnmakesOwner,
-  }: Parameters<typeof changeMemberRole>[1] & { requestId?: string },
+  { tenantId, memberId, roleId, actor, makesOrUnmakesOwner }: Parameters<typeof changeMemberRole>[1],
 ): Promise<RoleChange> {
   return withTenant(db, tenantId, async (trx) => {
     const result = await changeMemberRole(trx, { tenantId, memberId, roleId, actor, makesOrUnmakesOwner });
@@ -120,7 +113,6 @@ export function setMemberRole(
         actorId: actor.user.id,
         organizationId: tenantId,
         metadata: { ...result },
-        requestId,
       });
     }
     return result;
@@ -133,12 +125,7 @@ export function setMemberRole(
  */
 export function transferOwnership(
   db: Kysely<Database>,
-  {
-    tenantId,
-    userId,
-    targetMemberId,
-    requestId,
-  }: { tenantId: string; userId: string; targetMemberId: string; requestId?: string },
+  { tenantId, userId, targetMemberId }: { tenantId: string; userId: string; targetMemberId: string },
 ) {
   return withTenant(db, tenantId, async (trx) => {
     const owners = await lockOwners(trx, tenantId);
@@ -171,7 +158,6 @@ export function transferOwnership(
       actorId: userId,
       organizationId: tenantId,
       metadata: { previousOwnerMemberId: caller.id, newOwnerMemberId: target.id },
-      requestId,
     });
     return { transferred: true as const, previousOwnerMemberId: caller.id, newOwnerMemberId: target.id };
   });

@@ -27,12 +27,7 @@ export async function organizationSecurity(
  */
 export async function updateOrganizationSecurity(
   db: Kysely<Database>,
-  {
-    organizationId,
-    requireMfa,
-    actorId,
-    requestId,
-  }: { organizationId: string; requireMfa: boolean; actorId: string; requestId: string },
+  { organizationId, requireMfa, actorId }: { organizationId: string; requireMfa: boolean; actorId: string },
 ): Promise<OrganizationSecurity> {
   return withTenant(db, organizationId, async (trx) => {
     const before = await trx
@@ -47,7 +42,6 @@ export async function updateOrganizationSecurity(
       actorId,
       organizationId,
       metadata: { requireMfa, previous: { requireMfa: before.require_mfa } },
-      requestId,
     });
     return { requireMfa };
   });

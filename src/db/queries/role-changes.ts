@@ -9,7 +9,6 @@ import { findDefaultRole, findRole, type RoleWithPermissions, setRolePermissions
 
 interface Actor {
   actorId: string;
-  requestId?: string;
 }
 
 /** The role, locked until the transaction ends (a concurrent change or delete waits for this one). */
@@ -44,7 +43,6 @@ export function createRole(
     description,
     permissions,
     actorId,
-    requestId,
   }: Actor & { tenantId: string; name: string; slug: string; description: string; permissions: readonly string[] },
 ): Promise<RoleWithPermissions> {
   return uniqueSlug(slug, () =>
@@ -61,7 +59,6 @@ export function createRole(
         actorId,
         organizationId: tenantId,
         metadata: { roleId: id, name, slug, permissions: created.permissions },
-        requestId,
       });
       return created;
     }),
@@ -79,7 +76,6 @@ export function updateRole(
     id,
     changes,
     actorId,
-    requestId,
   }: Actor & {
     tenantId: string;
     id: string;
@@ -121,7 +117,6 @@ export function updateRole(
         actorId,
         organizationId: tenantId,
         metadata: { roleId: id, before: shown(before), after: shown(after) },
-        requestId,
       });
       return after;
     }),
@@ -134,7 +129,7 @@ export function updateRole(
  */
 export function deleteRole(
   db: Kysely<Database>,
-  { tenantId, id, actorId, requestId }: Actor & { tenantId: string; id: string },
+  { tenantId, id, actorId }: Actor & { tenantId: string; id: string },
 ): Promise<number> {
   return withTenant(db, tenantId, async (trx) => {
     const role = await lockRole(trx, tenantId, id);
@@ -154,7 +149,6 @@ export function deleteRole(
       actorId,
       organizationId: tenantId,
       metadata: { roleId: id, name: role.name, slug: role.slug, reassignedMembers: count },
-      requestId,
     });
     return count;
   });

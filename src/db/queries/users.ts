@@ -20,7 +20,7 @@ export function listUsers(db: Kysely<Database>, page: { limit: number; cursor?: 
  */
 export async function changePlatformRole(
   db: Kysely<Database>,
-  { userId, role, actorId, requestId }: { userId: string; role: PlatformRole; actorId: string; requestId?: string },
+  { userId, role, actorId }: { userId: string; role: PlatformRole; actorId: string },
 ): Promise<{ id: string; role: PlatformRole }> {
   return db.transaction().execute(async (trx) => {
     // Every superadmin row first, in one order, then the target's: two
@@ -54,7 +54,6 @@ export async function changePlatformRole(
       actorId,
       organizationId: null,
       metadata: { userId, previousRole: current.role, role },
-      requestId,
     });
     return { id: userId, role };
   });

@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { purgeAccount, purgeExpiredAccounts } from '../../../src/db/queries/accounts.js';
 import { ApiError } from '../../../src/shared/errors.js';
 import { createMemoryLogger } from '../../../src/shared/logger.js';
+import { runInRequestScope } from '../../../src/shared/request-scope.js';
 import { createTestApp, type TestApp } from '../../support/app.js';
 import { call, expectStatus } from '../../support/http.js';
 import { addMember, auditRows, createOrganization, newMember, type TestOrganization } from '../../support/orgs.js';
@@ -212,7 +213,10 @@ describe('purgeAccount', { timeout: 120_000 }, () => {
       ).length;
     expect(await roleCount(solo.id)).toBe(4);
 
-    await purgeAccount(t.db, { userId: user.id, actorId: user.id, requestId: 'purge-test-request' });
+    // The request id travels in the request scope, as in a request, not as an argument.
+    await runInRequestScope({ requestId: 'purge-test-request', apiKeyId: null }, () =>
+      purgeAccount(t.db, { userId: user.id, actorId: user.id }),
+    );
 
     for (const [org, key] of [
       [first, firstKey],

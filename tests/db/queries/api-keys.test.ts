@@ -325,9 +325,7 @@ describe('API keys at the database', () => {
 
       const actorId = crypto.randomUUID();
       const result = await t.db.transaction().execute(async (trx) => {
-        const count = (
-          await revokeKeys(trx, { createdBy: user.id, actorId, requestId: 'req-test', reason: 'account_purged' })
-        ).length;
+        const count = (await revokeKeys(trx, { createdBy: user.id, actorId, reason: 'account_purged' })).length;
         const { rows } = await sql<{
           tenant: string;
           owner: string;
