@@ -4,7 +4,6 @@ import { createAuth } from './auth/auth.js';
 import { createCookieCacheVerifier } from './auth/cookie-cache.js';
 import { createMailer, type Mailer } from './auth/email.js';
 import { budgetedMailer } from './auth/mail-budget.js';
-import { registerOrganizationHandlers } from './auth/organizations.js';
 import { type NoticeOrigin, notifySecurityEvent, type SecurityEvent } from './auth/security-notices.js';
 import { createSessionResolver, type SessionStateRow } from './auth/session.js';
 import type { SessionStateCache } from './auth/session-state-cache.js';
@@ -33,7 +32,6 @@ import { roleRoutes } from './routes/roles.js';
 import { sessionRoutes } from './routes/session.js';
 import { userRoutes } from './routes/users.js';
 import { webhookRoutes } from './routes/webhooks.js';
-import { createEvents, type Events } from './shared/events.js';
 import type { AppDeps, AppEnv } from './shared/types.js';
 import { createSecretBox } from './webhooks/secrets.js';
 import { type UrlPolicy, urlPolicyFor } from './webhooks/url-policy.js';
@@ -43,7 +41,6 @@ export interface CreateAppOptions {
   clientIp?: RateLimitOptions['clientIp'];
   /** Replaces the configured mailer (tests capture mail with it). */
   mailer?: Mailer;
-  events?: Events;
   /** Keeps a task alive after the response (Workers: `ctx.waitUntil`); Node lets it run. */
   background?: (task: Promise<unknown>) => void;
   /**
@@ -71,14 +68,12 @@ export interface CreateAppOptions {
 export function createApp(deps: AppDeps, options: CreateAppOptions = {}) {
   const { config, database, rateLimitStore, logger, clock = () => new Date() } = deps;
   const db = database.db;
-  const events = options.events ?? createEvents();
   // docs/security.md "Mail budgets": every mail the service sends counts against its recipient's budgets.
-  const provider = options.mailer ?? createMailer({ config, logger, events });
+  const provider = options.mailer ?? createMailer({ config, logger });
   const mailer = config.rateLimit.enabled
     ? budgetedMailer(provider, { store: rateLimitStore, config, logger, background: options.background })
     : provider;
-  registerOrganizationHandlers({ events, db });
-  const auth = createAuth({ config, db, mailer, logger, events, background: options.background, clock });
+  const auth = createAuth({ config, db, mailer, logger, background: options.background, clock });
   const readCookieCache = createCookieCacheVerifier(config);
 
   const app = createRouter();

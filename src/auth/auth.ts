@@ -8,12 +8,12 @@ import type { Database } from '../db/database.js';
 import type { Clock } from '../shared/clock.js';
 import type { Config } from '../shared/config.js';
 import { describeError } from '../shared/errors.js';
-import type { Events } from '../shared/events.js';
 import type { Logger } from '../shared/logger.js';
 import { accountEvents } from './account-events.js';
 import type { Mailer } from './email.js';
 import { proveEmailOwnership } from './email-proof.js';
 import { emails } from './email-templates.js';
+import { seedNewOrganization } from './organizations.js';
 import { hashPassword, verifyPassword } from './password.js';
 import { authDatabaseAdvancedOptions, authSchemaOptions, organizationPluginSchema } from './schema.js';
 import { secondFactorHooks, secondFactorPlugins, sessionMfaField } from './second-factor.js';
@@ -45,7 +45,6 @@ export interface AuthDeps {
   db: Kysely<Database>;
   mailer: Mailer;
   logger: Logger;
-  events: Events;
   /**
    * Keeps work alive after the response is sent (Workers: `ctx.waitUntil`);
    * by default the promise simply runs on.
@@ -65,12 +64,11 @@ export function createAuth({
   db,
   mailer,
   logger,
-  events,
   background = (task) => void task,
   clock = () => new Date(),
 }: AuthDeps) {
   const send = async (message: Parameters<Mailer['send']>[0]) => mailer.send(message);
-  // A send whose failure the mailer has already logged and emitted (EMAIL_SEND_FAILED).
+  // A send whose failure the mailer has already logged (email.send_failed).
   const sendLater = (message: Parameters<Mailer['send']>[0]) => background(send(message).catch(() => {}));
   const secondFactor = secondFactorHooks({ config, db: ambientAware(db), clock });
   // docs/security.md "Account linking" and "Security notices" (src/auth/account-events.ts).
@@ -183,9 +181,9 @@ export function createAuth({
         // still apply to the `owner` role string we keep in step with roles.
         roles: pluginAccess.roles,
         organizationHooks: {
-          // Spec §6: raised by creation and awaited here, before the create call returns.
+          // Awaited here, before the create call returns, in its transaction.
           afterCreateOrganization: async ({ organization: created, user }) => {
-            await events.emit('ORGANIZATION_CREATED', { organizationId: created.id, creatorUserId: user.id });
+            await seedNewOrganization(db, { organizationId: created.id, creatorUserId: user.id });
           },
         },
         sendInvitationEmail: async ({ id, email, organization: org, inviter }) =>

@@ -1,6 +1,5 @@
 import { Resend } from 'resend';
 import type { Config } from '../shared/config.js';
-import type { Events } from '../shared/events.js';
 import type { Logger } from '../shared/logger.js';
 
 /**
@@ -31,7 +30,7 @@ export interface Mailer {
   send(message: EmailMessage): Promise<void>;
 }
 
-/** Raised when the provider refuses or cannot be reached, after EMAIL_SEND_FAILED (docs/api.md "Events"). */
+/** Raised when the provider refuses or cannot be reached, after `email.send_failed` is logged. */
 export class EmailSendError extends Error {
   constructor(message: string, options?: { cause?: unknown }) {
     super(message, options);
@@ -47,7 +46,7 @@ const RESEND_API_URL = 'https://api.resend.com';
  * `text` holds every link; without it in production, an error log and no
  * delivery.
  */
-export function createMailer({ config, logger, events }: { config: Config; logger: Logger; events: Events }): Mailer {
+export function createMailer({ config, logger }: { config: Config; logger: Logger }): Mailer {
   const { apiKey, apiUrl, from } = config.email;
 
   if (apiKey) {
@@ -65,8 +64,8 @@ export function createMailer({ config, logger, events }: { config: Config; logge
           reason = thrown instanceof Error ? thrown.message : String(thrown);
         }
         if (reason !== null) {
+          // The failure is told once, here; the caller decides what else it means (EmailSendError).
           logger.error('email.send_failed', { to, subject, reason });
-          await events.emit('EMAIL_SEND_FAILED', { to, subject, reason });
           throw new EmailSendError(`Email to ${to} could not be sent`, { cause });
         }
         logger.info('email.sent', { to, subject });

@@ -146,7 +146,7 @@ export function budgetedMailer(mailer: Mailer, options: MailBudgetOptions): Mail
       (async () => {
         await sleep(coalesceMs);
         digests.delete(recipient);
-        // A failed send has been logged and emitted by the mailer (EMAIL_SEND_FAILED).
+        // A failed send has been logged by the mailer (email.send_failed).
         await timedSend(digestMail(digest.to, digest.messages)).catch(() => {});
       })(),
     );

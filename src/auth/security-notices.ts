@@ -142,7 +142,7 @@ export function securityNoticeMail({ to, event, origin, appUrl }: SecurityNotice
 
 /**
  * Mails one notice. Never throws: a failed send has been logged and emitted
- * by the mailer (EMAIL_SEND_FAILED), and the change it reports stands. Call it
+ * by the mailer (email.send_failed), and the change it reports stands. Call it
  * after the response (`background(notifySecurityEvent(...))`), e.g. from
  * `POST /api/api-keys` with `{ kind: 'api_key_created', keyName }`, the
  * session's address, `c.get('clientIp')` and the request's User-Agent.

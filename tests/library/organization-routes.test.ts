@@ -1,6 +1,5 @@
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createEvents } from '../../src/shared/events.js';
 import { createTestApp, type TestApp } from '../support/app.js';
 import { CookieJar, call, expectStatus, mailsTo, PASSWORD } from '../support/http.js';
 import { enableTotp } from '../support/mfa.js';
@@ -28,26 +27,13 @@ const ORG = '/api/auth/organization';
 /** API.md "Organizations": the plugin routes, authorized by our permission strings. */
 describe('organization plugin routes', () => {
   let t: TestApp;
-  const events = createEvents();
-  /** Set by a test: the next ORGANIZATION_CREATED fails after the service's own handler has seeded the roles. */
-  let failNextCreation = false;
-  const failedCreations: string[] = [];
 
   let org: TestOrganization;
   let admin: TestMember;
   let member: TestMember;
 
   beforeAll(async () => {
-    t = await createTestApp({ events });
-    // Registered after createApp's own handler (handlers run in order): the
-    // default roles and the Owner assignment are already written when this
-    // throws, so the test proves they roll back too.
-    events.on('ORGANIZATION_CREATED', ({ organizationId }) => {
-      if (!failNextCreation) return;
-      failNextCreation = false;
-      failedCreations.push(organizationId);
-      throw new Error('boom');
-    });
+    t = await createTestApp();
     org = await createOrganization(t, await signedInUser(t, { name: 'Olive Owner' }));
     admin = await newMember(t, org, 'admin');
     member = await newMember(t, org, 'member');
@@ -419,15 +405,39 @@ describe('organization plugin routes', () => {
   });
 
   describe('creation', () => {
-    it('is atomic: when the ORGANIZATION_CREATED handling fails, no organization, member or role remains', async () => {
+    it("is atomic: when the creation's role seeding fails, no organization, member or role remains", async () => {
       const user = await signedInUser(t);
       const slug = uniqueSlug('atomic');
-      failNextCreation = true;
-      const res = await post('create', user, { name: 'Half Made', slug });
+      // The database refuses the last step of the seeding (the creator made
+      // Owner) for this slug only: the default roles are written by then, so
+      // the test proves they roll back too. The error names the organization.
+      await t.database.withOwner(async (owner) => {
+        await sql`
+          create function test_refuse_owner() returns trigger language plpgsql as $$
+          begin
+            if new.role_id is not null and exists (
+              select 1 from organizations o where o.id = new.organization_id and o.slug = ${sql.lit(slug)}
+            ) then
+              raise exception 'seeding refused for organization %', new.organization_id;
+            end if;
+            return new;
+          end $$`.execute(owner);
+        await sql`create trigger refuse_owner after update of role_id on members
+          for each row execute function test_refuse_owner()`.execute(owner);
+      });
+      const logged = t.logger.lines.length;
+      const res = await post('create', user, { name: 'Half Made', slug }).finally(() =>
+        t.database.withOwner(async (owner) => {
+          await sql`drop trigger refuse_owner on members`.execute(owner);
+          await sql`drop function test_refuse_owner()`.execute(owner);
+        }),
+      );
       expect(res.status).toBeGreaterThanOrEqual(400);
-      expect(failNextCreation).toBe(false);
-      const organizationId = failedCreations.at(-1)!;
-      expect(organizationId).toBeTruthy();
+      const refused = /seeding refused for organization ([0-9a-f-]{36})/.exec(
+        JSON.stringify(t.logger.lines.slice(logged)),
+      );
+      expect(refused).not.toBeNull();
+      const organizationId = refused![1]!;
 
       const leftovers = await t.database.withOwner(async (owner) => ({
         organizations: (

@@ -9,7 +9,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createAuth } from '../../src/auth/auth.js';
 import { INVITATION_BUDGET } from '../../src/library/request.js';
 import { LIBRARY_ROUTES } from '../../src/library/routes.js';
-import { createEvents } from '../../src/shared/events.js';
 import { createTestApp, type TestApp } from '../support/app.js';
 import { CookieJar, call, expectStatus, UUID_V4 } from '../support/http.js';
 import {
@@ -54,7 +53,6 @@ describe('library routes', () => {
         db: t.db,
         mailer: { send: async () => {} },
         logger: t.logger,
-        events: createEvents(),
       });
       const served = (method: string, path: string) =>
         LIBRARY_ROUTES.some((route) => route.method === method && route.path === path);

@@ -20,7 +20,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createAuth } from '../../src/auth/auth.js';
 import { answerClientErrors } from '../../src/entries/node-listener.js';
 import { MAX_BODY_BYTES } from '../../src/middleware/body-limit.js';
-import { createEvents } from '../../src/shared/events.js';
 import { createMemoryLogger } from '../../src/shared/logger.js';
 import { createTestApp, type TestApp } from '../support/app.js';
 import { APP_ORIGIN, type CookieJar } from '../support/http.js';
@@ -436,7 +435,6 @@ describe('hostile input', () => {
         db: t.db,
         mailer: { send: async () => {} },
         logger: createMemoryLogger(),
-        events: createEvents(),
       });
       const paths: string[] = [];
       for (const endpoint of Object.values(
