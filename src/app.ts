@@ -12,7 +12,7 @@ import { cors } from './middleware/cors.js';
 import { csrf } from './middleware/csrf.js';
 import { denyUndeclared } from './middleware/guard.js';
 import { jsonInput } from './middleware/json-input.js';
-import { type RateLimitOptions, rateLimit } from './middleware/rate-limit.js';
+import { type RateLimitOptions, rateLimit, rateLimitTiers } from './middleware/rate-limit.js';
 import { renderError } from './middleware/render-error.js';
 import { accessLog, requestId } from './middleware/request-context.js';
 import { securityHeaders } from './middleware/security-headers.js';
@@ -22,7 +22,7 @@ import { createRouter, notFoundAnswer } from './router.js';
 import { adminRoutes } from './routes/admin.js';
 import { apiKeyRoutes } from './routes/api-keys.js';
 import { auditLogRoutes } from './routes/audit-logs.js';
-import { authRoutes } from './routes/auth.js';
+import { authRoutes, LIBRARY_AUTH_TIER_PREFIXES, LIBRARY_SESSION_PATHS } from './routes/auth.js';
 import { cronRoutes } from './routes/cron.js';
 import { mountDocs } from './routes/docs.js';
 import { healthRoutes } from './routes/health.js';
@@ -73,7 +73,16 @@ export function createApp(deps: AppDeps, options: CreateAppOptions = {}) {
   const mailer = config.rateLimit.enabled
     ? budgetedMailer(provider, { store: rateLimitStore, config, logger, background: options.background })
     : provider;
-  const auth = createAuth({ config, db, mailer, logger, background: options.background, clock });
+  const auth = createAuth({
+    config,
+    db,
+    mailer,
+    logger,
+    background: options.background,
+    clock,
+    // How each library path marks the sessions it creates: declared by the library routes' rows.
+    sessionPaths: LIBRARY_SESSION_PATHS,
+  });
   const readCookieCache = createCookieCacheVerifier(config);
 
   const app = createRouter();
@@ -103,6 +112,8 @@ export function createApp(deps: AppDeps, options: CreateAppOptions = {}) {
       // Identity without touching the database: a flood of junk cookies is
       // limited by address before any session lookup.
       identifyUser: (c) => readCookieCache(c.req.header('cookie'))?.userId ?? null,
+      // The auth tier's paths: the library's from its routes' rows, and the service's own.
+      tierOf: rateLimitTiers(LIBRARY_AUTH_TIER_PREFIXES).tierOf,
       clock,
     }),
   );

@@ -16,7 +16,7 @@ import { emails } from './email-templates.js';
 import { seedNewOrganization } from './organizations.js';
 import { hashPassword, verifyPassword } from './password.js';
 import { authDatabaseAdvancedOptions, authSchemaOptions, organizationPluginSchema } from './schema.js';
-import { secondFactorHooks, secondFactorPlugins, sessionMfaField } from './second-factor.js';
+import { type SessionPaths, secondFactorHooks, secondFactorPlugins, sessionMfaField } from './second-factor.js';
 
 export const AUTH_BASE_PATH = '/api/auth';
 export const COOKIE_PREFIX = 'gatehouse';
@@ -52,6 +52,12 @@ export interface AuthDeps {
   background?: (task: Promise<unknown>) => void;
   /** The app's clock: a sign-in's proof of its factors is dated by it (the guard judges freshness by it). */
   clock?: Clock;
+  /**
+   * How each library path marks the sessions it creates, from the library
+   * routes' rows. None given: every path that creates a session is refused
+   * for a user with two-factor and proves nothing (fail closed).
+   */
+  sessionPaths?: SessionPaths;
 }
 
 /**
@@ -66,11 +72,12 @@ export function createAuth({
   logger,
   background = (task) => void task,
   clock = () => new Date(),
+  sessionPaths = new Map(),
 }: AuthDeps) {
   const send = async (message: Parameters<Mailer['send']>[0]) => mailer.send(message);
   // A send whose failure the mailer has already logged (email.send_failed).
   const sendLater = (message: Parameters<Mailer['send']>[0]) => background(send(message).catch(() => {}));
-  const secondFactor = secondFactorHooks({ config, db: ambientAware(db), clock });
+  const secondFactor = secondFactorHooks({ config, db: ambientAware(db), clock, sessionPaths });
   // docs/security.md "Account linking" and "Security notices" (src/auth/account-events.ts).
   const account = accountEvents({ config, db: ambientAware(db), mailer, background });
   // docs/security.md "Account linking": each path that proves the address takes the account from whoever held it before.

@@ -1,29 +1,7 @@
 import { z } from 'zod';
-import type { Access } from '../auth/access.js';
 import { canonicalEmail, keepsItsCase } from '../auth/email-address.js';
 
-/** What each entry of the library-route table declares (library/routes.ts). */
-export interface LibraryRoute {
-  method: 'GET' | 'POST';
-  /** Under /api/auth; `:name` matches one path segment. */
-  path: string;
-  access: Access;
-  organization?: 'body' | 'query' | 'invitation';
-  body?: z.ZodType;
-  query?: z.ZodType;
-  /** Runs in one transaction with the gate's follow-up writes (role seeding, role ids, owner locks, audit). */
-  transactional?: boolean;
-  /** A refusal commits what the library wrote before refusing (failed-attempt counters); by default it rolls back. */
-  commitsRefusals?: boolean;
-  /** Answered by the service from its own roles, never by the library's role names (item 3). */
-  answeredByService?: true;
-  /**
-   * The call checks the session user's password: a refusal spends the
-   * account's wrong-password budget, as a failed sign-in or step-up does
-   * (README "Rate limiting"), so a stolen session is no password oracle.
-   */
-  spendsAccountBudget?: true;
-}
+export type { LibraryRoute } from './row.js';
 
 /** The zod fields the library's bodies and queries are checked with (bounded, no control characters). */
 // biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is its purpose

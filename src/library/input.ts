@@ -2,9 +2,9 @@ import type { Context } from 'hono';
 import type { z } from 'zod';
 import { ApiError, type ErrorDetail } from '../shared/errors.js';
 import type { AppEnv } from '../shared/types.js';
-import type { LibraryRoute } from './fields.js';
+import type { JsonObject, LibraryRoute } from './row.js';
 
-export type JsonObject = Record<string, unknown>;
+export type { JsonObject } from './row.js';
 
 /** What a library request carries, validated once by its route's schemas. */
 export interface LibraryInput {
@@ -79,6 +79,19 @@ export function libraryInput(c: Context<AppEnv>, route: LibraryRoute): Promise<L
   if (!input) {
     input = (async () => ({ query: readQuery(c, route), body: await readBody(c, route) }))();
     inputs.set(c, input);
+  }
+  return input;
+}
+
+/** The input with the organization the guard authorized written where the row says it travels. */
+export function withOrganizationIn(route: LibraryRoute, organizationId: string, input: LibraryInput): LibraryInput {
+  if (route.organization === 'query') {
+    const { organizationSlug: _slug, ...query } = input.query;
+    return { ...input, query: { ...query, organizationId } };
+  }
+  if (route.organization === 'body') {
+    const { organizationSlug: _slug, ...body } = input.body ?? {};
+    return { ...input, body: { ...body, organizationId } };
   }
   return input;
 }

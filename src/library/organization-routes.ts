@@ -1,17 +1,9 @@
 import { z } from 'zod';
 import { access } from '../auth/access.js';
-import {
-  address,
-  httpUrl,
-  type LibraryRoute,
-  line,
-  metadata,
-  organizationRef,
-  orgName,
-  pageNumber,
-  slug,
-  uuid,
-} from './fields.js';
+import { answerHasPermission, answerMemberRole } from './answers.js';
+import { httpUrl, line, metadata, organizationRef, orgName, pageNumber, slug, uuid } from './fields.js';
+import { answerStoredRoles, revokeOrganizationKeys } from './organization-calls.js';
+import type { LibraryRoute } from './row.js';
 
 const MEMBER_FIELDS = ['createdAt', 'role', 'userId', 'id'] as const;
 
@@ -32,14 +24,19 @@ const session = access.session;
 /** A permission list checked in the organization the call acts on (not necessarily the active one). */
 const inOrganization = access.permissions;
 
-/** The organization plugin's routes: permission strings, checked in the organization acted on. */
+/**
+ * The organization plugin's routes for organizations themselves (README
+ * "Organizations"): permission strings, checked in the organization acted on.
+ */
 export const ORGANIZATION_ROUTES: readonly LibraryRoute[] = [
-  // Organizations (API.md "Organizations"): permission strings, in the organization acted on.
   {
     method: 'POST',
     path: '/organization/create',
+    summary: 'Create an organization (the caller becomes its Owner)',
     access: session(),
-    transactional: true,
+    tier: 'global',
+    transaction: 'rollback-refusals',
+    after: answerStoredRoles,
     body: z
       .object({
         name: orgName,
@@ -50,13 +47,30 @@ export const ORGANIZATION_ROUTES: readonly LibraryRoute[] = [
       })
       .strict(),
   },
-  { method: 'POST', path: '/organization/check-slug', access: session(), body: z.object({ slug }).strict() },
-  { method: 'GET', path: '/organization/list', access: session() },
+  {
+    method: 'POST',
+    path: '/organization/check-slug',
+    summary: 'Whether a slug is free',
+    access: session(),
+    tier: 'global',
+    transaction: 'none',
+    body: z.object({ slug }).strict(),
+  },
+  {
+    method: 'GET',
+    path: '/organization/list',
+    summary: "The caller's organizations",
+    access: session(),
+    tier: 'global',
+    transaction: 'none',
+  },
   {
     method: 'POST',
     path: '/organization/set-active',
+    summary: "Set (or clear) the session's active organization",
     access: session(),
-    transactional: true,
+    tier: 'global',
+    transaction: 'rollback-refusals',
     body: z
       .object({ organizationId: z.union([uuid, z.null()]).optional(), organizationSlug: slug.optional() })
       .strict(),
@@ -64,8 +78,11 @@ export const ORGANIZATION_ROUTES: readonly LibraryRoute[] = [
   {
     method: 'POST',
     path: '/organization/update',
+    summary: "Change an organization's name, slug, logo or metadata",
     access: inOrganization('organizations:write'),
+    tier: 'global',
     organization: 'body',
+    transaction: 'none',
     body: z
       .object({
         organizationId: uuid.optional(),
@@ -83,49 +100,73 @@ export const ORGANIZATION_ROUTES: readonly LibraryRoute[] = [
   {
     method: 'POST',
     path: '/organization/delete',
+    summary: 'Delete an organization (revokes its API keys)',
     // docs/security.md "Sensitive actions and step-up".
     access: session({ organization: true, permissions: ['organizations:delete'], sensitive: true }),
+    tier: 'global',
     organization: 'body',
-    transactional: true,
+    transaction: 'rollback-refusals',
+    before: revokeOrganizationKeys,
     body: z.object({ organizationId: uuid.optional() }).strict(),
   },
   {
     method: 'GET',
     path: '/organization/get-organization',
+    summary: 'One organization',
     access: inOrganization('organizations:read'),
+    tier: 'global',
     organization: 'query',
+    transaction: 'none',
     query: z.object(organizationRef).strict(),
   },
   {
     method: 'GET',
     path: '/organization/get-full-organization',
+    summary: 'One organization with its members and invitations',
     access: inOrganization('members:read'),
+    tier: 'global',
     organization: 'query',
-    transactional: true,
+    transaction: 'rollback-refusals',
     query: z.object({ ...organizationRef, membersLimit: pageNumber(100).optional() }).strict(),
   },
   {
     method: 'GET',
     path: '/organization/list-members',
+    summary: "An organization's members, paged",
     access: inOrganization('members:read'),
+    tier: 'global',
     organization: 'query',
+    transaction: 'none',
     query: listMembersQuery,
   },
-  { method: 'GET', path: '/organization/get-active-member', access: session({ organization: true }) },
+  {
+    method: 'GET',
+    path: '/organization/get-active-member',
+    summary: "The caller's membership of the active organization",
+    access: session({ organization: true }),
+    tier: 'global',
+    transaction: 'none',
+  },
   {
     method: 'GET',
     path: '/organization/get-active-member-role',
+    summary: "The caller's role and permissions (or, with members:read, another member's)",
     access: session({ organization: true }),
+    tier: 'global',
     organization: 'query',
-    answeredByService: true,
+    transaction: 'none',
+    answer: answerMemberRole,
     query: z.object({ ...organizationRef, userId: uuid.optional() }).strict(),
   },
   {
     method: 'POST',
     path: '/organization/has-permission',
+    summary: 'Whether the caller holds the permissions named, in the organization',
     access: session({ organization: true }),
+    tier: 'global',
     organization: 'body',
-    answeredByService: true,
+    transaction: 'none',
+    answer: answerHasPermission,
     body: z
       .object({
         organizationId: uuid.optional(),
@@ -133,65 +174,5 @@ export const ORGANIZATION_ROUTES: readonly LibraryRoute[] = [
         permission: z.record(z.string().max(64), z.array(z.string().max(64)).max(16)).optional(),
       })
       .strict(),
-  },
-  {
-    method: 'POST',
-    path: '/organization/invite-member',
-    access: inOrganization('invitations:write'),
-    organization: 'body',
-    transactional: true,
-    body: z
-      .object({
-        email: address,
-        role: slug.optional(),
-        organizationId: uuid.optional(),
-        resend: z.boolean().optional(),
-      })
-      .strict(),
-  },
-  {
-    method: 'POST',
-    path: '/organization/cancel-invitation',
-    access: inOrganization('invitations:delete'),
-    organization: 'invitation',
-    body: z.object({ invitationId: uuid }).strict(),
-  },
-  {
-    method: 'GET',
-    path: '/organization/list-invitations',
-    access: inOrganization('invitations:read'),
-    organization: 'query',
-    query: z.object(organizationRef).strict(),
-  },
-  {
-    method: 'POST',
-    path: '/organization/accept-invitation',
-    access: session(),
-    transactional: true,
-    body: z.object({ invitationId: uuid }).strict(),
-  },
-  {
-    method: 'POST',
-    path: '/organization/reject-invitation',
-    access: session(),
-    body: z.object({ invitationId: uuid }).strict(),
-  },
-  { method: 'GET', path: '/organization/get-invitation', access: session(), query: z.object({ id: uuid }).strict() },
-  { method: 'GET', path: '/organization/list-user-invitations', access: session(), query: z.object({}).strict() },
-  {
-    method: 'POST',
-    path: '/organization/remove-member',
-    access: inOrganization('members:delete'),
-    organization: 'body',
-    transactional: true,
-    body: z.object({ memberIdOrEmail: z.union([uuid, address]), organizationId: uuid.optional() }).strict(),
-  },
-  {
-    method: 'POST',
-    path: '/organization/leave',
-    access: session({ organization: true }),
-    organization: 'body',
-    transactional: true,
-    body: z.object({ organizationId: uuid.optional() }).strict(),
   },
 ];

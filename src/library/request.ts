@@ -4,8 +4,8 @@ import type { RateLimitDecision, RateLimitStore, RateLimitTier } from '../platfo
 import type { Config } from '../shared/config.js';
 import { ApiError, tooMany } from '../shared/errors.js';
 import type { AppEnv, Clock } from '../shared/types.js';
-import type { LibraryRoute } from './fields.js';
 import type { LibraryInput } from './input.js';
+import type { LibraryRoute } from './row.js';
 
 /**
  * The request the library gets: the route's own path (whatever spelling
@@ -66,7 +66,7 @@ function withoutCookieCache(cookie: string | null, config: Config): string | nul
 }
 
 /**
- * Issue 14 item 8: invitations send mail, so each inviter and each
+ * Invitations send mail, so each inviter and each
  * organization has a budget of them per hour (a resend counts too), kept in
  * the rate-limit store so every instance shares it. 429 with the usual headers.
  */

@@ -3,148 +3,15 @@ import type { RateLimitDecision, RateLimitStore, RateLimitTier } from '../platfo
 import { clientIpFromForwardedFor, rateLimitIdentity } from '../shared/client-address.js';
 import type { Config } from '../shared/config.js';
 import { ApiError, tooMany } from '../shared/errors.js';
-import type { Logger } from '../shared/logger.js';
 import type { AppEnv, Clock } from '../shared/types.js';
+import { signInEmail, withAccountAttempt } from './account-budget.js';
+import { normalizePath, type TierOf } from './rate-limit-tiers.js';
 
-/**
- * Spec §8: the auth-sensitive paths (each also covers the paths below it),
- * plus the password oracle and the second-factor routes: guessing a password or a code is what the tier limits.
- */
-export const AUTH_SENSITIVE_PATHS = [
-  '/api/auth/sign-in',
-  '/api/auth/sign-up',
-  '/api/auth/request-password-reset',
-  '/api/auth/reset-password',
-  '/api/auth/magic-link',
-  '/api/auth/change-password',
-  '/api/auth/verify-email',
-  '/api/auth/send-verification-email',
-  '/api/auth/verify-password',
-  '/api/auth/two-factor',
-  '/api/auth/passkey',
-  '/api/users/me/purge',
-  '/api/session/step-up',
-] as const;
+export { accountKey, withAccountAttempt } from './account-budget.js';
+export { normalizePath, rateLimitTiers, SERVICE_AUTH_TIER_PATHS, type TierOf } from './rate-limit-tiers.js';
 
 /** The one route that takes a password for an email: its failures count per account. */
 export const PASSWORD_SIGN_IN_PATH = '/api/auth/sign-in/email';
-
-/** Letter case, repeated slashes, `.` segments and a trailing slash never buy a fresh budget. */
-export function normalizePath(path: string): string {
-  let decoded = path;
-  try {
-    decoded = decodeURIComponent(path);
-  } catch {
-    // keep the raw path: a malformed escape is not a way around the limiter
-  }
-  const segments = decoded
-    .toLowerCase()
-    .split('/')
-    .filter((segment) => segment !== '' && segment !== '.');
-  return `/${segments.join('/')}`;
-}
-
-export function isAuthSensitive(path: string): boolean {
-  const normalized = normalizePath(path);
-  return AUTH_SENSITIVE_PATHS.some((prefix) => normalized === prefix || normalized.startsWith(`${prefix}/`));
-}
-
-/** SHA-256 hex of the trimmed, lower-cased email: the store never holds an address. */
-export async function accountKey(email: string): Promise<string> {
-  const digest = await crypto.subtle.digest('SHA-256', new TextEncoder().encode(email.trim().toLowerCase()));
-  return `email:${[...new Uint8Array(digest)].map((byte) => byte.toString(16).padStart(2, '0')).join('')}`;
-}
-
-/**
- * The email a password sign-in names, read from a copy of the body (the
- * limiter runs before the JSON checks: anything malformed is no email, and
- * the request is refused further on).
- */
-async function signInEmail(c: Context<AppEnv>): Promise<string | null> {
-  let text: string;
-  try {
-    text = await c.req.raw.clone().text();
-  } catch {
-    return null;
-  }
-  let email: unknown;
-  try {
-    email = (JSON.parse(text) as { email?: unknown } | null)?.email;
-  } catch {
-    // A form body, should anything in front of the library ever accept one.
-    if (/^application\/x-www-form-urlencoded/i.test(c.req.header('content-type') ?? ''))
-      email = new URLSearchParams(text).get('email');
-  }
-  return typeof email === 'string' && email.trim() !== '' ? email : null;
-}
-
-/** One reserved attempt of an account's failure budget. */
-interface AccountAttempt {
-  /** Gives the attempt back unless it `failed`; a lost refund is logged and errs on the side of the account. */
-  settle(failed: boolean): Promise<void>;
-}
-
-/**
- * Reserves one attempt in the account tier (README "Rate limiting"): wrong
- * passwords for one account, from any number of addresses, stop at the
- * limit until the window ends. Password sign-in and step-up
- * (routes/session.ts) spend the same budget. 429 when it is spent, 503 when
- * the store does not answer (fail closed).
- */
-async function reserveAccountAttempt(
-  {
-    config,
-    store,
-    clock = () => new Date(),
-    logger,
-  }: { config: Config['rateLimit']; store: RateLimitStore; clock?: Clock; logger?: Logger },
-  email: string,
-): Promise<AccountAttempt> {
-  const tier: RateLimitTier = { name: 'account', limit: config.account.limit, window: config.account.ttl };
-  const account = await accountKey(email);
-  let reservation: RateLimitDecision;
-  try {
-    reservation = await store.limit(tier, account);
-  } catch (error) {
-    logger?.error('rate_limit.store_failed', { tier: 'account', error: String((error as Error)?.message ?? error) });
-    throw new ApiError('SERVICE_UNAVAILABLE', 'Rate limiting is unavailable; try again shortly');
-  }
-  if (!reservation.success) throw tooMany(reservation, clock());
-  return {
-    async settle(failed) {
-      if (failed) return;
-      await store.refund(tier, account, reservation.reset).catch((error: unknown) => {
-        logger?.error('rate_limit.store_failed', {
-          tier: 'account',
-          refund: true,
-          error: String((error as Error)?.message ?? error),
-        });
-      });
-    },
-  };
-}
-
-/**
- * Runs `run` with one attempt of the account tier reserved for `email`,
- * given back when it did not fail (`failed` of its result; a throw counts as
- * a failure): the one spelling of password sign-in, step-up and
- * verify-password's budget.
- */
-export async function withAccountAttempt<T>(
-  deps: Parameters<typeof reserveAccountAttempt>[0],
-  email: string,
-  run: () => Promise<T>,
-  failed: (result: T) => boolean,
-): Promise<T> {
-  const attempt = await reserveAccountAttempt(deps, email);
-  let outcome: { result: T } | null = null;
-  try {
-    outcome = { result: await run() };
-    return outcome.result;
-  } finally {
-    await attempt.settle(outcome === null || failed(outcome.result));
-  }
-}
 
 export interface RateLimitOptions {
   config: Config['rateLimit'];
@@ -157,14 +24,16 @@ export interface RateLimitOptions {
   clientIp?: (c: Context<AppEnv>) => string | null | undefined;
   /** The signed-in user's id, when it can be known without touching the database. */
   identifyUser?: (c: Context<AppEnv>) => Promise<string | null> | string | null;
+  /** The tier of a request path (`rateLimitTiers`: the library's from its routes' rows, and the service's). */
+  tierOf: TierOf;
   clock?: Clock;
 }
 
 /**
- * Spec §8 "Rate limiting": the global tier on every route (keyed by user when
+ * README "Rate limiting": the global tier on every route (keyed by user when
  * signed in, else by address: an IPv6 client by its RATE_LIMIT_IPV6_PREFIX, see
- * `rateLimitIdentity`), the auth tier (with its block) on the
- * auth-sensitive paths, and per-account failures of password sign-in.
+ * `rateLimitIdentity`), the auth tier (with its block) on the paths
+ * `tierOf` puts in it, and per-account failures of password sign-in.
  *
  * The auth tier always counts the client address, whatever cookie comes
  * along: a session of an account the caller owns buys no attempts from a
@@ -186,6 +55,7 @@ export function rateLimit({
   store,
   clientIp = (c) => clientIpFromForwardedFor(c.req.header('x-forwarded-for'), config.trustedProxyHops),
   identifyUser,
+  tierOf,
   clock = () => new Date(),
 }: RateLimitOptions): MiddlewareHandler<AppEnv> {
   const globalTier: RateLimitTier = { name: 'global', limit: config.global.limit, window: config.global.ttl };
@@ -218,7 +88,7 @@ export function rateLimit({
 
     const userId = identifyUser ? await identifyUser(c) : null;
 
-    if (isAuthSensitive(c.req.path)) {
+    if (tierOf(c.req.path) === 'auth') {
       const identities = userId ? [`ip:${ip}`, `user:${userId}`] : [`ip:${ip}`];
       try {
         const refusals = (await Promise.all(identities.map(authRefusal))).filter((refusal) => refusal !== null);

@@ -11,9 +11,10 @@ import type { AddressInfo } from 'node:net';
 import { createServer, type Server, type Socket } from 'node:net';
 import { Hono } from 'hono';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AUTH_SENSITIVE_PATHS, isAuthSensitive, normalizePath, rateLimit } from '../../src/middleware/rate-limit.js';
+import { normalizePath, rateLimit, rateLimitTiers } from '../../src/middleware/rate-limit.js';
 import { renderError } from '../../src/middleware/render-error.js';
 import { createMemoryStore, createUpstashStore, type RateLimitStore } from '../../src/platform/rate-limit-store.js';
+import { LIBRARY_AUTH_TIER_PREFIXES } from '../../src/routes/auth.js';
 import { clientIpFromForwardedFor } from '../../src/shared/client-address.js';
 import { parseConfig } from '../../src/shared/config.js';
 import type { AppEnv } from '../../src/shared/types.js';
@@ -21,6 +22,10 @@ import { createTestApp, createTestClock, TEST_SECRET, type TestApp } from '../su
 import { call } from '../support/http.js';
 import { expectRateLimited, nextIp, RATE_LIMIT_HEADERS } from '../support/rate-limit.js';
 import { signedInUser } from '../support/users.js';
+
+// The tiers the app hands the limiter: the library's auth-tier paths from its routes' rows, and the service's.
+const { authPaths: AUTH_SENSITIVE_PATHS, tierOf } = rateLimitTiers(LIBRARY_AUTH_TIER_PREFIXES);
+const isAuthSensitive = (path: string) => tierOf(path) === 'auth';
 
 const SIGN_IN = '/api/auth/sign-in/email';
 const PURGE = '/api/users/me/purge';
@@ -525,7 +530,7 @@ describe('the middleware on its own', () => {
       },
     };
     const app = new Hono<AppEnv>();
-    app.use('*', rateLimit({ config: config.rateLimit, store }));
+    app.use('*', rateLimit({ config: config.rateLimit, store, tierOf }));
     app.all('*', (c) => c.text('ok'));
     app.onError(renderError);
 
