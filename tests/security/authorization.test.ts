@@ -1,8 +1,10 @@
 /**
  * Authorization matrix, over HTTP.
  * The protected routes come from the OpenAPI document (their declared
- * access: session, platform roles, permissions); each needs a request
- * builder below, so a new route fails this suite until it is covered.
+ * access: session, platform roles, permissions), the service's and the auth
+ * library's alike; each service route and each permission-checked library
+ * route needs a request builder below, so a new route fails this suite until
+ * it is covered (the library's other rows are built from their schemas).
  *
  * For every protected route: no session 401; a member of the organization
  * holding every permission except one the route needs 403; a platform role
@@ -14,7 +16,7 @@
  * never set are refused by the strict schemas, or (library sign-up) ignored.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ORGANIZATION_PERMISSIONS } from '../../src/library/routes.js';
+import { LIBRARY_ROUTES } from '../../src/library/routes.js';
 import { createTestApp, type TestApp } from '../support/app.js';
 import { CookieJar, call, expectStatus, type RequestOptions } from '../support/http.js';
 import {
@@ -30,7 +32,7 @@ import {
   type TestOrganization,
 } from '../support/orgs.js';
 import { PASSWORD, type SignedInUser, signedInUser, uniqueEmail } from '../support/users.js';
-import { concrete, type Walk, walkRoutes } from './routes.js';
+import { concrete, exampleOf, LIBRARY_KEYS, type Operation, type Walk, walkRoutes } from './routes.js';
 import { contractProblems, fingerprint, writesBetween } from './support.js';
 
 interface Fixture {
@@ -107,27 +109,43 @@ const BUILDERS: Record<string, (a: Fixture, caller: { id: string; email: string 
   'POST /api/session/step-up': () => ({ path: '/api/session/step-up', body: { password: 'not the password' } }),
 };
 
-/** The organization plugin's routes our gate guards (src/library/organization-gate.ts), with a valid body naming `a`'s ids. */
+/**
+ * The organization plugin's routes our gate checks a permission on
+ * (src/library/organization-gate.ts), with a valid request naming `a`'s ids.
+ * Keyed by the OpenAPI operation.
+ */
 const LIBRARY_BUILDERS: Record<string, (a: Fixture) => Built> = {
-  '/api/auth/organization/invite-member': (a) => ({
+  'POST /api/auth/organization/invite-member': (a) => ({
     path: '/api/auth/organization/invite-member',
     body: { email: uniqueEmail('matrix-invitee'), role: 'member', organizationId: a.org.id },
   }),
-  '/api/auth/organization/cancel-invitation': (a) => ({
+  'POST /api/auth/organization/cancel-invitation': (a) => ({
     path: '/api/auth/organization/cancel-invitation',
     body: { invitationId: a.invitationId },
   }),
-  '/api/auth/organization/remove-member': (a) => ({
+  'POST /api/auth/organization/remove-member': (a) => ({
     path: '/api/auth/organization/remove-member',
     body: { memberIdOrEmail: a.member.memberId, organizationId: a.org.id },
   }),
-  '/api/auth/organization/update': (a) => ({
+  'POST /api/auth/organization/update': (a) => ({
     path: '/api/auth/organization/update',
     body: { organizationId: a.org.id, data: { name: 'Renamed by the matrix' } },
   }),
-  '/api/auth/organization/delete': (a) => ({
+  'POST /api/auth/organization/delete': (a) => ({
     path: '/api/auth/organization/delete',
     body: { organizationId: a.org.id },
+  }),
+  'GET /api/auth/organization/get-organization': (a) => ({
+    path: `/api/auth/organization/get-organization?organizationId=${a.org.id}`,
+  }),
+  'GET /api/auth/organization/get-full-organization': (a) => ({
+    path: `/api/auth/organization/get-full-organization?organizationId=${a.org.id}`,
+  }),
+  'GET /api/auth/organization/list-members': (a) => ({
+    path: `/api/auth/organization/list-members?organizationId=${a.org.id}`,
+  }),
+  'GET /api/auth/organization/list-invitations': (a) => ({
+    path: `/api/auth/organization/list-invitations?organizationId=${a.org.id}`,
   }),
 };
 
@@ -184,10 +202,9 @@ describe('authorization matrix', () => {
     };
 
     walk = await walkRoutes(t, owner.jar);
-    const needed = new Set<string>([
-      ...walk.operations.flatMap((op) => (typeof op.access === 'object' ? (op.access.permissions ?? []) : [])),
-      ...Object.values(ORGANIZATION_PERMISSIONS),
-    ]);
+    const needed = new Set<string>(
+      walk.operations.flatMap((op) => (typeof op.access === 'object' ? (op.access.permissions ?? []) : [])),
+    );
     for (const permission of needed) {
       const slug = `without-${permission.replace(/[:_]/g, '-')}`;
       await createRole(t, owner, {
@@ -219,6 +236,14 @@ describe('authorization matrix', () => {
     protectedOps().filter((op) => typeof op.access === 'object' && (op.access.permissions?.length ?? 0) > 0);
   const platformOps = () => protectedOps().filter((op) => typeof op.access === 'object' && op.access.platformRoles);
 
+  /** The request for an operation: its builder, or for a library row without one a body from its schema. */
+  function builderOf(op: Operation): (a: Fixture, caller: { id: string; email: string }) => Built {
+    const own = BUILDERS[op.key] ?? LIBRARY_BUILDERS[op.key];
+    if (own) return own;
+    if (!op.library) throw new Error(`${op.key}: no request builder`);
+    return () => ({ path: concrete(op), ...(op.body ? { body: exampleOf(walk, op.body) } : {}) });
+  }
+
   function request(key: string, built: Built, jar?: CookieJar): Promise<Response> {
     const options: RequestOptions = { method: methodOf(key), jar };
     if (built.body !== undefined) options.body = built.body;
@@ -246,23 +271,47 @@ describe('authorization matrix', () => {
   }
 
   it('every protected route has a request builder (the walk covers them all)', () => {
-    const keys = protectedOps().map((op) => op.key);
-    expect(keys.length).toBeGreaterThanOrEqual(15);
-    expect(keys.filter((key) => !BUILDERS[key])).toEqual([]);
-    // The open ones are open on purpose.
-    const open = walk.operations.filter((op) => typeof op.access !== 'object').map((op) => op.key);
-    expect(open.sort()).toEqual(
+    const service = protectedOps().filter((op) => !op.library);
+    expect(service.length).toBeGreaterThanOrEqual(15);
+    expect(service.map((op) => op.key).filter((key) => !BUILDERS[key])).toEqual([]);
+    // A library route checked against a permission acts on a named organization: it needs `a`'s ids.
+    const library = permissionOps().filter((op) => op.library);
+    expect(library.length).toBeGreaterThanOrEqual(9);
+    expect(library.map((op) => op.key).filter((key) => !LIBRARY_BUILDERS[key])).toEqual([]);
+    // Both doors are walked: every library row is in the document, the protected ones among the protected.
+    expect(protectedOps().filter((op) => op.library).length).toBe(
+      LIBRARY_ROUTES.filter((route) => route.access.kind === 'session').length,
+    );
+    // The open ones are open on purpose: the service's four, and the library's public and optional-auth rows.
+    const open = walk.operations.filter((op) => typeof op.access !== 'object');
+    expect(
+      open
+        .filter((op) => !op.library)
+        .map((op) => op.key)
+        .sort(),
+    ).toEqual(
       ['GET /api/auth/providers', 'GET /api/health', 'GET /api/session', 'POST /api/cron/purge-accounts'].sort(),
     );
+    const libraryOpen = LIBRARY_ROUTES.filter((route) => route.access.kind !== 'session').map(
+      (route) => `${route.method} /api/auth${route.path.replace(/:(\w+)/g, '{$1}')}`,
+    );
+    expect(
+      open
+        .filter((op) => op.library)
+        .map((op) => op.key)
+        .sort(),
+    ).toEqual(libraryOpen.sort());
+    expect([...LIBRARY_KEYS].length).toBe(LIBRARY_ROUTES.length);
   });
 
-  it('no session: 401 UNAUTHORIZED on every protected route (and the cron route without its secret), nothing written', async () => {
+  it('no session: 401 UNAUTHORIZED on every protected route of both doors (and the cron route without its secret), nothing written', async () => {
     const problems: string[] = [];
+    expect(protectedOps().filter((op) => op.library).length).toBeGreaterThanOrEqual(30);
     for (const op of protectedOps())
       problems.push(
         ...(await expectRefused(
           `${op.key} signed out`,
-          () => request(op.key, BUILDERS[op.key]!(a, { id: '', email: 'x@example.test' })),
+          () => request(op.key, builderOf(op)(a, { id: '', email: 'x@example.test' })),
           401,
           'UNAUTHORIZED',
         )),
@@ -293,7 +342,7 @@ describe('authorization matrix', () => {
       problems.push(
         ...(await expectRefused(
           `${op.key} forged cookie`,
-          () => request(op.key, BUILDERS[op.key]!(a, { id: '', email: 'x@example.test' }), forged),
+          () => request(op.key, builderOf(op)(a, { id: '', email: 'x@example.test' }), forged),
           401,
           'UNAUTHORIZED',
         )),
@@ -311,7 +360,7 @@ describe('authorization matrix', () => {
         problems.push(
           ...(await expectRefused(
             `${op.key} without ${permission}`,
-            () => request(op.key, BUILDERS[op.key]!(a, member), member.jar),
+            () => request(op.key, builderOf(op)(a, member), member.jar),
             403,
             'INSUFFICIENT_PERMISSIONS',
           )),
@@ -319,17 +368,18 @@ describe('authorization matrix', () => {
         checked += 1;
       }
     }
-    expect(checked).toBeGreaterThanOrEqual(12);
+    expect(checked).toBeGreaterThanOrEqual(21);
     expect(problems).toEqual([]);
   });
 
   it('signed in without an active organization: 403 NO_ACTIVE_ORGANIZATION on every permission route, nothing written', async () => {
     const problems: string[] = [];
-    for (const op of permissionOps())
+    // The library's name the organization they act on (a non-member is refused there, below).
+    for (const op of permissionOps().filter((candidate) => !candidate.library))
       problems.push(
         ...(await expectRefused(
           `${op.key} with no organization`,
-          () => request(op.key, BUILDERS[op.key]!(a, loner), loner.jar),
+          () => request(op.key, builderOf(op)(a, loner), loner.jar),
           403,
           'NO_ACTIVE_ORGANIZATION',
         )),
@@ -344,7 +394,7 @@ describe('authorization matrix', () => {
       problems.push(
         ...(await expectRefused(
           `${op.key} as a plain user (an Owner)`,
-          () => request(op.key, BUILDERS[op.key]!(a, a.org.owner), a.org.owner.jar),
+          () => request(op.key, builderOf(op)(a, a.org.owner), a.org.owner.jar),
           403,
           'FORBIDDEN',
         )),
@@ -353,7 +403,7 @@ describe('authorization matrix', () => {
         problems.push(
           ...(await expectRefused(
             `${op.key} as a platform admin`,
-            () => request(op.key, BUILDERS[op.key]!(a, platformAdmin), platformAdmin.jar),
+            () => request(op.key, builderOf(op)(a, platformAdmin), platformAdmin.jar),
             403,
             'FORBIDDEN',
           )),
@@ -374,7 +424,7 @@ describe('authorization matrix', () => {
       problems.push(
         ...(await expectRefused(
           `${op.key} across tenants`,
-          () => request(op.key, BUILDERS[op.key]!(a, outsider), outsider.jar),
+          () => request(op.key, builderOf(op)(a, outsider), outsider.jar),
           ...expected,
         )),
       );
@@ -447,34 +497,30 @@ describe('authorization matrix', () => {
 
   it("the organization plugin's guarded routes: 403 without the permission, 4xx across tenants, nothing written", async () => {
     const problems: string[] = [];
-    for (const [path, permission] of Object.entries(ORGANIZATION_PERMISSIONS)) {
-      const build = LIBRARY_BUILDERS[path];
-      if (!build) {
-        problems.push(`${path}: no builder`);
-        continue;
+    const guarded = permissionOps().filter((op) => op.library);
+    expect(guarded.map((op) => op.key)).toEqual(
+      expect.arrayContaining(['POST /api/auth/organization/invite-member', 'GET /api/auth/organization/list-members']),
+    );
+    for (const op of guarded) {
+      const built = LIBRARY_BUILDERS[op.key]!(a);
+      for (const permission of (op.access as { permissions: string[] }).permissions) {
+        const member = lacking.get(permission)!;
+        problems.push(
+          ...(await expectRefused(
+            `${op.key} without ${permission}`,
+            () => request(op.key, built, member.jar),
+            403,
+            'INSUFFICIENT_PERMISSIONS',
+          )),
+        );
       }
-      const member = lacking.get(permission)!;
-      const built = build(a);
       problems.push(
-        ...(await expectRefused(
-          `${path} without ${permission}`,
-          () => call(t, built.path, { body: built.body, jar: member.jar }),
-          403,
-          'INSUFFICIENT_PERMISSIONS',
-        )),
+        ...(await expectRefused(`${op.key} signed out`, () => request(op.key, built), 401, 'UNAUTHORIZED')),
       );
       problems.push(
         ...(await expectRefused(
-          `${path} signed out`,
-          () => call(t, built.path, { body: built.body }),
-          401,
-          'UNAUTHORIZED',
-        )),
-      );
-      problems.push(
-        ...(await expectRefused(
-          `${path} across tenants`,
-          () => call(t, built.path, { body: built.body, jar: outsider.jar }),
+          `${op.key} across tenants`,
+          () => request(op.key, built, outsider.jar),
           403,
           'INSUFFICIENT_PERMISSIONS',
         )),
@@ -515,14 +561,14 @@ describe('authorization matrix', () => {
 
     it('every service body refuses tenantId, organizationId, isDefault, keyHash, createdBy (and their kin) with 400, nothing written', async () => {
       const problems: string[] = [];
-      const bodyOps = protectedOps().filter((op) => op.body);
+      const bodyOps = protectedOps().filter((op) => op.body && !op.library);
       expect(bodyOps.map((op) => op.key)).toEqual(
         expect.arrayContaining(['POST /api/roles', 'PATCH /api/roles/{id}', 'POST /api/api-keys']),
       );
       for (const op of bodyOps) {
         // Someone the guard lets through: the Owner, or a superadmin on platform routes.
         const caller = typeof op.access === 'object' && op.access.platformRoles ? superadmin : a.org.owner;
-        const built = BUILDERS[op.key]!(a, caller);
+        const built = builderOf(op)(a, caller);
         for (const [field, value] of Object.entries(FORBIDDEN_FIELDS)) {
           const body = { ...(built.body as object), [field]: value };
           const label = `${op.key} with ${field}`;

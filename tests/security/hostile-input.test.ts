@@ -1,8 +1,8 @@
 /**
  * Hostile input, over HTTP, on every
- * route that takes input: the service's routes walked from the OpenAPI
- * document (checked against `app.routes`), the auth library's routes walked
- * from its endpoint table. Each case answers a 4xx in the contract's shape
+ * route that takes input: both doors walked from the OpenAPI document
+ * (checked against `app.routes` and the library's rows): the service's
+ * routes, and the auth library's under `/api/auth`. Each case answers a 4xx in the contract's shape
  * `{ code, message, details? }` (API.md "Errors"; the library uses the same
  * shape), never a 5xx, and writes nothing (every table's rows unchanged).
  * Exceptions, stated where they occur: a body of exactly 1 MiB may be
@@ -17,10 +17,8 @@
 import type { AddressInfo } from 'node:net';
 import { type ServerType, serve } from '@hono/node-server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createAuth } from '../../src/auth/auth.js';
 import { answerClientErrors } from '../../src/entries/node-listener.js';
 import { MAX_BODY_BYTES } from '../../src/middleware/body-limit.js';
-import { createMemoryLogger } from '../../src/shared/logger.js';
 import { createTestApp, type TestApp } from '../support/app.js';
 import { APP_ORIGIN, type CookieJar } from '../support/http.js';
 import { createOrganization, type TestOrganization } from '../support/orgs.js';
@@ -47,6 +45,8 @@ interface Case {
   allowed?: (status: number) => boolean;
   /** The code the answer must carry. */
   code?: string;
+  /** A `details` entry the answer must carry, by its path (`body.email`). */
+  detail?: string;
   /** A write is allowed (a body of exactly 1 MiB may be accepted). */
   mayWrite?: boolean;
   jar?: CookieJar;
@@ -147,6 +147,8 @@ describe('hostile input', () => {
           problems.push(`${label}: ${problem}`);
       if (c.code && !text.includes(`"code":"${c.code}"`))
         problems.push(`${label}: expected ${c.code}, got ${res.status} ${text.slice(0, 200)}`);
+      if (c.detail && !text.includes(`"path":"${c.detail}"`))
+        problems.push(`${label}: expected details naming ${c.detail}, got ${res.status} ${text.slice(0, 300)}`);
       if (polluted()) problems.push(`${label}: Object.prototype polluted`);
       if (before) {
         const writes = writesBetween(before, await fingerprint(t));
@@ -156,9 +158,11 @@ describe('hostile input', () => {
     return problems;
   }
 
-  const withBody = () => walk.operations.filter((op) => op.body);
-  const withParams = () => walk.operations.filter((op) => op.pathParams.length > 0);
-  const withQuery = () => walk.operations.filter((op) => op.query);
+  // The service's door; the library's is walked in its own describe below.
+  const service = () => walk.operations.filter((op) => !op.library);
+  const withBody = () => service().filter((op) => op.body);
+  const withParams = () => service().filter((op) => op.pathParams.length > 0);
+  const withQuery = () => service().filter((op) => op.query);
 
   it('walks the routes that take input', () => {
     const keys = (ops: Operation[]) => ops.map((op) => op.key);
@@ -428,23 +432,24 @@ describe('hostile input', () => {
   });
 
   describe("the auth library's routes", () => {
-    /** The library's POST endpoints that read a body, from its own endpoint table. */
+    /**
+     * Routes that read nothing from the body: sign-out signs out whatever the
+     * body says, the OAuth callback redirects to the error page. Junk of the
+     * right encoding is no error there; NUL, bad UTF-8, depth and size are.
+     */
+    const BODY_IGNORED = new Set(['/api/auth/sign-out', '/api/auth/callback/google']);
+
+    /**
+     * The library's POST routes that read a body, from the OpenAPI document:
+     * the rows with a body schema, and the two that read a body they do not
+     * check (BODY_IGNORED). What the library mounts beyond the rows answers
+     * 404 (tests/library/routes.test.ts).
+     */
     function libraryPostRoutes(): string[] {
-      const auth = createAuth({
-        config: t.config,
-        db: t.db,
-        mailer: { send: async () => {} },
-        logger: createMemoryLogger(),
-      });
-      const paths: string[] = [];
-      for (const endpoint of Object.values(
-        auth.api as Record<string, { path?: string; options?: { method?: string | string[]; body?: unknown } }>,
-      )) {
-        if (!endpoint?.path || !endpoint.options?.body) continue;
-        if (![endpoint.options.method].flat().includes('POST')) continue;
-        paths.push(`/api/auth${endpoint.path.replace(':id', 'google')}`);
-      }
-      return paths;
+      return walk.operations
+        .filter((op) => op.library && op.method === 'POST')
+        .map((op) => concrete(op, { id: 'google' }))
+        .filter((path) => BODY_IGNORED.has(path) || walk.operations.some((op) => op.body && op.path === path));
     }
 
     it('walks the library endpoints that take a body', () => {
@@ -462,12 +467,74 @@ describe('hostile input', () => {
       expect(paths.length).toBeGreaterThan(25);
     });
 
-    /**
-     * Routes that read nothing from the body: sign-out signs out whatever the
-     * body says, the OAuth callback redirects to the error page. Junk of the
-     * right encoding is no error there; NUL, bad UTF-8, depth and size are.
-     */
-    const BODY_IGNORED = new Set(['/api/auth/sign-out', '/api/auth/callback/google']);
+    /** Each string field of an object schema (nested objects' too), by its dotted path. */
+    function stringFields(schema: Record<string, any>, prefix = ''): string[] {
+      return propertiesOf(walk, schema).flatMap(([name, field]) => {
+        const types = [field.type, ...(field.anyOf ?? []).map((alt: { type?: string }) => alt.type)].flat();
+        if (field.properties) return stringFields(field, `${prefix}${name}.`);
+        return types.includes('string') ? [`${prefix}${name}`] : [];
+      });
+    }
+
+    /** `{ data: { name: value } }` for `data.name`. */
+    const nested = (path: string, value: string): Record<string, unknown> =>
+      path.split('.').reduceRight<unknown>((inner, key) => ({ [key]: inner }), value) as Record<string, unknown>;
+
+    it("every string field of the library's bodies and query strings refuses control characters and oversized values: 400 VALIDATION_ERROR naming it, nothing written", async () => {
+      // Signed in just now: the sensitive rows let the request through to validation.
+      const caller = await signedInUser(t);
+      const spoiled = [
+        ['a control character', 'a\u0001b'],
+        ['a line break', 'a\nb'],
+        ['DEL', 'a\u007fb'],
+        ['64 KiB', 'a'.repeat(65_536)],
+      ] as const;
+      const cases: Case[] = [];
+      const fields: string[] = [];
+      for (const op of walk.operations.filter((candidate) => candidate.library)) {
+        const path = concrete(op, { id: 'google' });
+        for (const name of op.body ? stringFields(op.body) : []) {
+          fields.push(`${op.key} body.${name}`);
+          for (const [label, value] of spoiled)
+            cases.push({
+              method: op.method,
+              path,
+              label: `body.${name} with ${label}`,
+              body: JSON.stringify(nested(name, value)),
+              jar: caller.jar,
+              allowed: only(400),
+              code: 'VALIDATION_ERROR',
+              detail: `body.${name}`,
+            });
+        }
+        for (const name of op.query ? stringFields(op.query) : []) {
+          fields.push(`${op.key} query.${name}`);
+          for (const [label, value] of spoiled)
+            cases.push({
+              method: op.method,
+              path: `${path}?${name}=${encodeURIComponent(value)}`,
+              label: `query.${name} with ${label}`,
+              jar: caller.jar,
+              allowed: only(400),
+              code: 'VALIDATION_ERROR',
+              detail: `query.${name}`,
+            });
+        }
+      }
+      // The walk reached the fields people type (not an empty walk passing vacuously).
+      expect(fields).toEqual(
+        expect.arrayContaining([
+          'POST /api/auth/sign-up/email body.email',
+          'POST /api/auth/sign-up/email body.name',
+          'POST /api/auth/organization/create body.name',
+          'POST /api/auth/organization/update body.data.name',
+          'POST /api/auth/passkey/update-passkey body.name',
+          'GET /api/auth/organization/list-members query.filterValue',
+        ]),
+      );
+      expect(fields.length).toBeGreaterThanOrEqual(50);
+      expect(await run(cases)).toEqual([]);
+    }, 300_000);
 
     it('NUL, invalid UTF-8, deep nesting, wrong types, 1 MiB + 1: a 4xx in the shape, nothing written', async () => {
       const cases: Case[] = [];

@@ -1,10 +1,12 @@
 /**
- * The service's routes as the OpenAPI document describes them (generated
- * from the same zod schemas that validate them): the security suites walk
- * this list instead of naming routes by hand, and check it against
- * `app.routes` so a route missing from the document fails the walk.
+ * Both doors' routes as the OpenAPI document describes them (generated from
+ * the same zod schemas and access declarations that guard them: the
+ * service's routes and the auth library's rows under `/api/auth`): the
+ * security suites walk this list instead of naming routes by hand, and check
+ * it against `app.routes` so a route missing from the document fails the walk.
  */
 import { expect } from 'vitest';
+import { LIBRARY_ROUTES } from '../../src/library/routes.js';
 import { PERMISSION_PATTERN } from '../../src/shared/permissions.js';
 import type { TestApp } from '../support/app.js';
 import { type CookieJar, call } from '../support/http.js';
@@ -19,7 +21,16 @@ export interface Operation {
   access:
     | 'public'
     | 'optional-auth'
-    | { session: true; platformRoles?: string[]; activeOrganization?: boolean; permissions?: string[] };
+    | {
+        session: true;
+        platformRoles?: string[];
+        activeOrganization?: boolean;
+        permissions?: string[];
+        stepUp?: boolean;
+        allowedWhileScheduledForDeletion?: boolean;
+      };
+  /** One of the auth library's rows (src/library/routes.ts), served under `/api/auth`. */
+  library: boolean;
   pathParams: string[];
   query: Schema | null;
   body: Schema | null;
@@ -31,6 +42,11 @@ export interface Walk {
   operations: Operation[];
   resolve(schema: Schema): Schema;
 }
+
+/** `POST /api/auth/callback/{id}`: each served library row as its operation key. */
+export const LIBRARY_KEYS: ReadonlySet<string> = new Set(
+  LIBRARY_ROUTES.map((route) => `${route.method} /api/auth${route.path.replace(/:(\w+)/g, '{$1}')}`),
+);
 
 export async function walkRoutes(t: TestApp, jar?: CookieJar): Promise<Walk> {
   const res = await call(t, '/api/openapi.json', { jar });
@@ -57,6 +73,7 @@ export async function walkRoutes(t: TestApp, jar?: CookieJar): Promise<Walk> {
         path,
         key: `${method.toUpperCase()} ${path}`,
         access: op['x-access'],
+        library: LIBRARY_KEYS.has(`${method.toUpperCase()} ${path}`),
         pathParams: parameters.filter((p) => p.in === 'path').map((p) => p.name as string),
         query: queryParams.length
           ? {
@@ -73,21 +90,18 @@ export async function walkRoutes(t: TestApp, jar?: CookieJar): Promise<Walk> {
       });
     }
   }
-  // Every service endpoint the app registers is in the document (the library's `/api/auth/*` and the docs themselves are not).
+  // Every endpoint the app registers is in the document, the library's rows included (not the docs themselves).
   const documented = new Set(operations.map((op) => `${op.method} ${op.path.replace(/\{(\w+)\}/g, ':$1')}`));
   for (const route of t.app.routes) {
-    if (
-      route.method === 'ALL' ||
-      route.path.startsWith('/api/auth/') ||
-      route.path === '/api/openapi.json' ||
-      route.path === '/api/docs'
-    )
-      continue;
+    if (route.method === 'ALL' || route.path === '/api/openapi.json' || route.path === '/api/docs') continue;
     if (route.path.startsWith('/api/test/')) continue;
     expect(documented, `${route.method} ${route.path} is not in the OpenAPI document`).toContain(
       `${route.method} ${route.path}`,
     );
   }
+  // And every row of the library's is in it (the walk is not missing a door).
+  const keys = new Set(operations.map((op) => op.key));
+  for (const key of LIBRARY_KEYS) expect(keys, `${key}: a library row not in the document`).toContain(key);
   return { doc, operations, resolve };
 }
 
