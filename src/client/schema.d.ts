@@ -4292,7 +4292,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Sign up: email */
+        /** Create an account with an email and a password */
         post: {
             parameters: {
                 query?: never;
@@ -4442,7 +4442,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Sign in: email */
+        /** Sign in with an email and a password */
         post: {
             parameters: {
                 query?: never;
@@ -4593,7 +4593,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Sign in: social */
+        /** Start an OAuth sign-in with a provider */
         post: {
             parameters: {
                 query?: never;
@@ -4738,7 +4738,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Callback */
+        /** An OAuth provider's redirect back (completes the sign-in) */
         get: {
             parameters: {
                 query?: never;
@@ -4859,7 +4859,7 @@ export interface paths {
             };
         };
         put?: never;
-        /** Callback */
+        /** An OAuth provider's form post back (completes the sign-in) */
         post: {
             parameters: {
                 query?: never;
@@ -4994,7 +4994,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Sign in: magic link */
+        /** Mail a sign-in link */
         post: {
             parameters: {
                 query?: never;
@@ -5139,7 +5139,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Magic link: verify */
+        /** Sign in with a mailed link */
         get: {
             parameters: {
                 query?: never;
@@ -5272,7 +5272,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Verify email */
+        /** Verify the account's address with a mailed link (and sign in) */
         get: {
             parameters: {
                 query?: never;
@@ -5407,7 +5407,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Send verification email */
+        /** Mail an address verification link again */
         post: {
             parameters: {
                 query?: never;
@@ -5551,7 +5551,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Request password reset */
+        /** Mail a password reset link */
         post: {
             parameters: {
                 query?: never;
@@ -5695,7 +5695,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Reset password */
+        /** Set a new password with a reset token (ends every session) */
         post: {
             parameters: {
                 query?: never;
@@ -5837,7 +5837,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Reset password */
+        /** Follow a mailed reset link (redirects with the token) */
         get: {
             parameters: {
                 query?: never;
@@ -5972,7 +5972,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Error */
+        /** The library's error page */
         get: {
             parameters: {
                 query?: never;
@@ -6097,7 +6097,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Ok */
+        /** Liveness of the library */
         get: {
             parameters: {
                 query?: never;
@@ -6224,7 +6224,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Sign out */
+        /** End the current session */
         post: {
             parameters: {
                 query?: never;
@@ -6347,7 +6347,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Get session */
+        /** The current session and its user (null without one) */
         get: {
             parameters: {
                 query?: never;
@@ -6475,7 +6475,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** List sessions */
+        /** The user's sessions, the current one marked */
         get: {
             parameters: {
                 query?: never;
@@ -6606,7 +6606,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Revoke session */
+        /** End one of the user's sessions, by id */
         post: {
             parameters: {
                 query?: never;
@@ -6758,7 +6758,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Revoke sessions */
+        /** End every session of the user, the current one too */
         post: {
             parameters: {
                 query?: never;
@@ -6893,7 +6893,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Revoke other sessions */
+        /** End every session of the user but the current one */
         post: {
             parameters: {
                 query?: never;
@@ -7028,7 +7028,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Update user */
+        /** Change the user's name or image */
         post: {
             parameters: {
                 query?: never;
@@ -7180,7 +7180,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Change password */
+        /** Change the password (ends the other sessions) */
         post: {
             parameters: {
                 query?: never;
@@ -7333,7 +7333,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Verify password */
+        /** Check the user's password */
         post: {
             parameters: {
                 query?: never;
@@ -7482,7 +7482,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** List accounts */
+        /** The ways the user signs in (password, providers) */
         get: {
             parameters: {
                 query?: never;
@@ -7609,7 +7609,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Link social */
+        /** Start linking an OAuth provider to the account */
         post: {
             parameters: {
                 query?: never;
@@ -7764,7 +7764,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Unlink account */
+        /** Unlink a provider from the account */
         post: {
             parameters: {
                 query?: never;
@@ -7916,7 +7916,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Two factor: enable */
+        /** Start enabling TOTP: its secret and backup codes (verify-totp completes) */
         post: {
             parameters: {
                 query?: never;
@@ -8067,7 +8067,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Two factor: get totp uri */
+        /** The TOTP secret's otpauth:// URI again */
         post: {
             parameters: {
                 query?: never;
@@ -8218,7 +8218,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Two factor: verify totp */
+        /** A TOTP code: completes enabling, or a pending sign-in */
         post: {
             parameters: {
                 query?: never;
@@ -8361,7 +8361,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Two factor: verify backup code */
+        /** A backup code: completes a pending sign-in */
         post: {
             parameters: {
                 query?: never;
@@ -8504,7 +8504,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Two factor: generate backup codes */
+        /** Replace the backup codes */
         post: {
             parameters: {
                 query?: never;
@@ -8655,7 +8655,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Two factor: disable */
+        /** Disable TOTP */
         post: {
             parameters: {
                 query?: never;
@@ -8804,7 +8804,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Passkey: generate register options */
+        /** WebAuthn options to register a passkey */
         get: {
             parameters: {
                 query?: {
@@ -8934,7 +8934,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Passkey: verify registration */
+        /** Register a passkey (ends the other sessions) */
         post: {
             parameters: {
                 query?: never;
@@ -9086,7 +9086,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Passkey: generate authenticate options */
+        /** WebAuthn options to sign in with a passkey */
         get: {
             parameters: {
                 query?: never;
@@ -9213,7 +9213,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Passkey: verify authentication */
+        /** Sign in with a passkey */
         post: {
             parameters: {
                 query?: never;
@@ -9354,7 +9354,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Passkey: list user passkeys */
+        /** The user's passkeys */
         get: {
             parameters: {
                 query?: never;
@@ -9481,7 +9481,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Passkey: update passkey */
+        /** Rename a passkey */
         post: {
             parameters: {
                 query?: never;
@@ -9634,7 +9634,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Passkey: delete passkey */
+        /** Delete a passkey */
         post: {
             parameters: {
                 query?: never;
@@ -9786,7 +9786,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Organization: create */
+        /** Create an organization (the caller becomes its Owner) */
         post: {
             parameters: {
                 query?: never;
@@ -9943,7 +9943,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Organization: check slug */
+        /** Whether a slug is free */
         post: {
             parameters: {
                 query?: never;
@@ -10092,7 +10092,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Organization: list */
+        /** The caller's organizations */
         get: {
             parameters: {
                 query?: never;
@@ -10219,7 +10219,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Organization: set active */
+        /** Set (or clear) the session's active organization */
         post: {
             parameters: {
                 query?: never;
@@ -10371,7 +10371,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Organization: update */
+        /** Change an organization's name, slug, logo or metadata */
         post: {
             parameters: {
                 query?: never;
@@ -10531,7 +10531,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Organization: delete */
+        /** Delete an organization (revokes its API keys) */
         post: {
             parameters: {
                 query?: never;
@@ -10681,7 +10681,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Organization: get organization */
+        /** One organization */
         get: {
             parameters: {
                 query?: {
@@ -10809,7 +10809,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Organization: get full organization */
+        /** One organization with its members and invitations */
         get: {
             parameters: {
                 query?: {
@@ -10943,7 +10943,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Organization: list members */
+        /** An organization's members, paged */
         get: {
             parameters: {
                 query?: {
@@ -11083,7 +11083,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Organization: get active member */
+        /** The caller's membership of the active organization */
         get: {
             parameters: {
                 query?: never;
@@ -11208,7 +11208,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Organization: get active member role */
+        /** The caller's role and permissions (or, with members:read, another member's) */
         get: {
             parameters: {
                 query?: {
@@ -11343,7 +11343,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Organization: has permission */
+        /** Whether the caller holds the permissions named, in the organization */
         post: {
             parameters: {
                 query?: never;
@@ -11504,7 +11504,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Organization: invite member */
+        /** Invite someone by email with a role of the organization (mails them) */
         post: {
             parameters: {
                 query?: never;
@@ -11660,7 +11660,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Organization: cancel invitation */
+        /** Cancel an invitation */
         post: {
             parameters: {
                 query?: never;
@@ -11810,7 +11810,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Organization: list invitations */
+        /** An organization's invitations */
         get: {
             parameters: {
                 query?: {
@@ -11940,7 +11940,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Organization: accept invitation */
+        /** Accept an invitation addressed to the caller (joins with its role) */
         post: {
             parameters: {
                 query?: never;
@@ -12092,7 +12092,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Organization: reject invitation */
+        /** Reject an invitation addressed to the caller */
         post: {
             parameters: {
                 query?: never;
@@ -12242,7 +12242,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Organization: get invitation */
+        /** One invitation addressed to the caller */
         get: {
             parameters: {
                 query: {
@@ -12369,7 +12369,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Organization: list user invitations */
+        /** The invitations addressed to the caller */
         get: {
             parameters: {
                 query?: never;
@@ -12496,7 +12496,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Organization: remove member */
+        /** Remove a member (revokes the API keys they created there) */
         post: {
             parameters: {
                 query?: never;
@@ -12649,7 +12649,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Organization: leave */
+        /** Leave an organization (revokes the API keys the caller created there) */
         post: {
             parameters: {
                 query?: never;
