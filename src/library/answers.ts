@@ -1,3 +1,4 @@
+import { bypassesPermissions } from '../auth/access.js';
 import { loadSessionState } from '../auth/session.js';
 import { membershipOf } from '../db/queries/members.js';
 import { withTenant } from '../db/tenant.js';
@@ -21,7 +22,7 @@ export const answerHasPermission: ServiceAnswer = async ({ session, target, body
     throw new ApiError('VALIDATION_ERROR', 'Request validation failed', {
       details: [{ path: 'body.permissions', message: 'must name at least one permission' }],
     });
-  return { error: null, success: session!.user.role === 'superadmin' || hasAll(target!.permissions, required) };
+  return { error: null, success: bypassesPermissions(session!) || hasAll(target!.permissions, required) };
 };
 
 /** The caller's own role, or (with members:read) another member's. */
@@ -29,7 +30,7 @@ export const answerMemberRole: ServiceAnswer = async ({ session: caller, target,
   const session = caller!;
   const organizationId = target!.id!;
   const userId = query.userId ?? session.user.id;
-  if (userId !== session.user.id && session.user.role !== 'superadmin' && !target!.permissions.includes('members:read'))
+  if (userId !== session.user.id && !bypassesPermissions(session) && !target!.permissions.includes('members:read'))
     throw new ApiError('INSUFFICIENT_PERMISSIONS', 'Insufficient permissions');
   const member = await withTenant(db, organizationId, (trx) => membershipOf(trx, organizationId, userId));
   if (!member) throw new ApiError('NOT_FOUND', 'Member not found');

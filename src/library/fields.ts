@@ -1,26 +1,15 @@
 import { z } from 'zod';
 import { canonicalEmail, keepsItsCase } from '../auth/email-address.js';
+import { line, NAME_MAX, text } from '../shared/text.js';
 
+/*
+ * The zod fields the library's bodies and queries are checked with (bounded,
+ * no control characters): text and line fields are the service's own
+ * (src/shared/text.ts), one rule for both doors.
+ */
+export { line, text } from '../shared/text.js';
 export type { LibraryRoute } from './row.js';
 
-/** The zod fields the library's bodies and queries are checked with (bounded, no control characters). */
-// biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is its purpose
-export const CONTROL = /[\u0000-\u001f\u007f-\u009f\u2028\u2029]/;
-
-/** One line of human text: no control characters (CR/LF included). */
-export const text = (max: number) =>
-  z
-    .string()
-    .min(1)
-    .max(max)
-    .refine((value) => !CONTROL.test(value), 'must not contain control characters')
-    .refine((value) => value.trim() !== '', 'must not be blank');
-
-export const line = (max: number) =>
-  z
-    .string()
-    .max(max)
-    .refine((value) => !CONTROL.test(value), 'must not contain control characters');
 export const httpUrl = z
   .string()
   .max(2048)
@@ -46,8 +35,8 @@ export const slug = z
 export const metadata = z
   .record(z.string().max(64), z.unknown())
   .refine((value) => JSON.stringify(value).length <= 4096, 'must be at most 4096 bytes of JSON');
-export const orgName = text(100);
-export const userName = text(100);
+export const orgName = text(NAME_MAX);
+export const userName = text(NAME_MAX);
 export const image = z.union([httpUrl, z.null()]);
 export const providerId = z.string().regex(/^[a-z0-9-]{1,32}$/);
 export const pageNumber = (max: number) =>

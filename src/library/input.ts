@@ -1,6 +1,7 @@
 import type { Context } from 'hono';
 import type { z } from 'zod';
 import { ApiError, type ErrorDetail } from '../shared/errors.js';
+import { hasControlCharacters } from '../shared/text.js';
 import type { AppEnv } from '../shared/types.js';
 import type { JsonObject, LibraryRoute } from './row.js';
 
@@ -13,8 +14,6 @@ export interface LibraryInput {
   query: Record<string, string>;
 }
 
-// biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is its purpose
-const CONTROL = /[\u0000-\u001f\u007f]/;
 const JSON_TYPE = /^application\/(?:[\w.+-]+\+)?json\s*(?:;|$)/i;
 const MAX_QUERY_VALUE = 2048;
 const inputs = new WeakMap<Context<AppEnv>, Promise<LibraryInput>>();
@@ -40,7 +39,7 @@ function readQuery(c: Context<AppEnv>, route: LibraryRoute): Record<string, stri
   for (const [name, value] of new URL(c.req.url).searchParams) {
     // One value a name: the library would read the first, a filter in front of it another.
     if (name in query) throw invalid([{ path: `query.${name}`, message: 'must be given once' }]);
-    if (CONTROL.test(name) || CONTROL.test(value) || value.length > MAX_QUERY_VALUE) {
+    if (hasControlCharacters(name) || hasControlCharacters(value) || value.length > MAX_QUERY_VALUE) {
       throw invalid([
         { path: `query.${name}`, message: `must be at most ${MAX_QUERY_VALUE} characters, without control characters` },
       ]);

@@ -1,4 +1,5 @@
 import type { Transaction } from 'kysely';
+import { assertGrantable } from '../auth/access.js';
 import { recordAudit } from '../db/audit.js';
 import type { Database } from '../db/database.js';
 import { revokeKeys } from '../db/queries/api-keys.js';
@@ -7,7 +8,6 @@ import { lockOwners } from '../db/queries/members.js';
 import { findRoleBySlug, libraryRoleFor } from '../db/queries/roles.js';
 import { setTenant, withTenant } from '../db/tenant.js';
 import { ApiError } from '../shared/errors.js';
-import { missing } from '../shared/permissions.js';
 import { spendInvitationBudget } from './request.js';
 import type { AfterHook, BeforeHook, InputRewrite, JsonObject } from './row.js';
 
@@ -32,12 +32,13 @@ export const checkInvitation: InputRewrite = async (call, { db, store, clock }) 
     throw new ApiError('VALIDATION_ERROR', 'Unknown role', {
       details: [{ path: 'role', message: `no role "${slug}" in this organization` }],
     });
-  const lacking = missing(call.target!.permissions, role.permissions);
-  if (call.session?.user.role !== 'superadmin' && lacking.length > 0) {
-    throw new ApiError('INSUFFICIENT_PERMISSIONS', 'Insufficient permissions', {
-      details: lacking.map((p) => ({ path: 'role', message: `inviter lacks ${p}` })),
-    });
-  }
+  assertGrantable({
+    caller: call.session ?? undefined,
+    granted: call.target!.permissions,
+    wanted: role.permissions,
+    path: 'role',
+    who: 'inviter',
+  });
   call.notes.invitedRoleSlug = role.slug;
   return { ...body, role: 'member' };
 };
@@ -55,7 +56,6 @@ export const revokeOrganizationKeys: BeforeHook = async (trx, call) => {
   await revokeKeys(trx, {
     tenantId: call.organizationId,
     actorId: call.session?.user.id ?? null,
-    requestId: call.requestId,
     reason: 'organization_deleted',
   });
 };
@@ -109,7 +109,6 @@ export const setAcceptedRole: AfterHook = async (trx, call, { body }) => {
       roleSlug: role.slug,
       invitationId: typeof invitation.id === 'string' ? invitation.id : null,
     },
-    requestId: call.requestId,
   });
   return {
     ...record,
@@ -145,13 +144,11 @@ async function endMembership(
     actorId: call.session?.user.id ?? null,
     organizationId: call.organizationId,
     metadata: { userId, ...(typeof memberId === 'string' ? { memberId } : {}), reason },
-    requestId: call.requestId,
   });
   await revokeKeys(trx, {
     tenantId: call.organizationId,
     createdBy: userId,
     actorId: call.session?.user.id ?? null,
-    requestId: call.requestId,
     reason: 'member_removed',
   });
 }

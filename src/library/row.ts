@@ -19,7 +19,6 @@ export interface LibraryCall {
   body: JsonObject | null;
   /** The checked query string (a reset token may travel there). */
   query: Record<string, string>;
-  requestId: string;
   /** What one of the route's functions keeps for a later one. */
   notes: {
     /** The caller's passkey a delete is about to remove. */

@@ -25,7 +25,7 @@ function audit(
   metadata: JsonObject,
 ) {
   const user = call.session!.user;
-  return recordAudit(trx, { action, actorId: user.id, organizationId: null, metadata, requestId: call.requestId });
+  return recordAudit(trx, { action, actorId: user.id, organizationId: null, metadata });
 }
 
 /**

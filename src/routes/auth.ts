@@ -88,7 +88,6 @@ export function authRoutes({ auth, config, db, store, clock }: Deps) {
       organizationId: target?.id ?? null,
       body: input.body,
       query: input.query,
-      requestId: c.get('requestId'),
       notes: {},
     };
     if (route.answer) return c.json((await route.answer(call, deps)) as object);
