@@ -7,7 +7,7 @@ import type { Database } from '../db/database.js';
 import { access, loadSession, sessionOf } from '../middleware/guard.js';
 import { withAccountAttempt } from '../middleware/rate-limit.js';
 import type { RateLimitStore } from '../platform/rate-limit-store.js';
-import { createRouter, defineRoute, ErrorSchema, jsonContent } from '../router.js';
+import { createRouter, defineRoute, errorResponse, jsonContent } from '../router.js';
 import type { Config } from '../shared/config.js';
 import { ApiError } from '../shared/errors.js';
 import { PLATFORM_ROLES } from '../shared/permissions.js';
@@ -78,7 +78,10 @@ const stepUpRoute = defineRoute({
   request: { body: { content: { 'application/json': { schema: StepUpSchema } } } },
   responses: {
     200: jsonContent(StepUpResultSchema, 'This session is fresh until stepUpUntil'),
-    401: jsonContent(ErrorSchema, 'UNAUTHORIZED: no valid session; INVALID_CREDENTIALS: a factor missing or wrong'),
+    401: errorResponse(401, [
+      ['UNAUTHORIZED', 'no valid session'],
+      ['INVALID_CREDENTIALS', 'a factor missing or wrong'],
+    ]),
   },
 });
 

@@ -13,7 +13,7 @@ import {
   updateEndpoint,
 } from '../db/queries/webhooks.js';
 import { access, sessionOf, tenantOf } from '../middleware/guard.js';
-import { createRouter, defineRoute, ErrorSchema, jsonContent } from '../router.js';
+import { createRouter, defineRoute, errorResponse, jsonContent } from '../router.js';
 import { ApiError } from '../shared/errors.js';
 import { generateWebhookSecret, type SecretBox } from '../webhooks/secrets.js';
 import { checkWebhookUrl, type UrlPolicy } from '../webhooks/url-policy.js';
@@ -99,7 +99,7 @@ const createRoute = defineRoute({
   request: { body: { content: { 'application/json': { schema: CreateWebhookSchema } }, required: true } },
   responses: {
     201: jsonContent(CreatedWebhookSchema, 'The endpoint, with its signing secret shown once'),
-    409: jsonContent(ErrorSchema, 'QUOTA_EXCEEDED: the organization has WEBHOOK_MAX_ENDPOINTS endpoints already'),
+    409: errorResponse(409, [['QUOTA_EXCEEDED', 'the organization has WEBHOOK_MAX_ENDPOINTS endpoints already']]),
   },
 });
 

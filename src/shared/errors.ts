@@ -1,30 +1,84 @@
-/** API.md "Errors": every code the service itself produces, with its one status. */
-export const ERROR_STATUS = {
-  VALIDATION_ERROR: 400,
-  UNAUTHORIZED: 401,
-  INVALID_CREDENTIALS: 401,
-  FORBIDDEN: 403,
-  NO_ACTIVE_ORGANIZATION: 403,
-  INSUFFICIENT_PERMISSIONS: 403,
-  ACCOUNT_SCHEDULED_FOR_DELETION: 403,
-  NOT_OWNER: 403,
-  MFA_REQUIRED: 403,
-  STEP_UP_REQUIRED: 403,
-  NOT_FOUND: 404,
-  METHOD_NOT_ALLOWED: 405,
-  SLUG_CONFLICT: 409,
-  OWNERSHIP_CONSTRAINT: 409,
-  DEFAULT_ROLE: 409,
-  TARGET_NOT_ADMIN: 409,
-  QUOTA_EXCEEDED: 409,
-  PAYLOAD_TOO_LARGE: 413,
-  UNSUPPORTED_MEDIA_TYPE: 415,
-  RATE_LIMITED: 429,
-  INTERNAL_ERROR: 500,
-  SERVICE_UNAVAILABLE: 503,
-} as const satisfies Record<string, number>;
+/**
+ * Every code the service itself produces, with its one status and what it
+ * means (docs/api.md "Errors"). The OpenAPI document's `ErrorCode` enum and
+ * each response's description are generated from this table.
+ */
+export const ERRORS = {
+  VALIDATION_ERROR: {
+    status: 400,
+    description:
+      'malformed JSON, wrong types, unknown body fields, a path id that is not a UUID v4, bad query parameters, a cursor the service did not issue (`details` name them)',
+  },
+  UNAUTHORIZED: {
+    status: 401,
+    description: 'no valid session on a route that needs one; an API key where keys are not taken',
+  },
+  INVALID_CREDENTIALS: { status: 401, description: 'a step-up proof that is missing, extra or wrong' },
+  FORBIDDEN: {
+    status: 403,
+    description: 'the platform role does not match the route; a cross-site request; an API key on a sensitive action',
+  },
+  NO_ACTIVE_ORGANIZATION: { status: 403, description: 'the session has no active organization' },
+  INSUFFICIENT_PERMISSIONS: {
+    status: 403,
+    description:
+      'the caller lacks a permission the route needs, or one it tries to grant (a role, an invitation, API-key scopes; `details` name them)',
+  },
+  ACCOUNT_SCHEDULED_FOR_DELETION: {
+    status: 403,
+    description: 'the account is scheduled for deletion and the route is not on the allowlist',
+  },
+  NOT_OWNER: { status: 403, description: 'an ownership transfer by a caller who is not the current Owner' },
+  MFA_REQUIRED: {
+    status: 403,
+    description: 'the organization requires multi-factor sessions; message `Multi-factor authentication required`',
+  },
+  STEP_UP_REQUIRED: {
+    status: 403,
+    description:
+      'a sensitive action: the session has not proved every factor of its account within STEP_UP_MAX_AGE; message `Recent authentication required`; `POST /api/session/step-up` renews it',
+  },
+  NOT_FOUND: {
+    status: 404,
+    description: 'an unknown id, and also an id of another organization (never revealing that it exists)',
+  },
+  METHOD_NOT_ALLOWED: {
+    status: 405,
+    description: 'a served path asked with a method it does not serve; `Allow` names those it does',
+  },
+  SLUG_CONFLICT: { status: 409, description: 'a role slug already used in the organization' },
+  OWNERSHIP_CONSTRAINT: { status: 409, description: 'a change that would leave an organization without an Owner' },
+  DEFAULT_ROLE: {
+    status: 409,
+    description: "deleting or renaming a default role, or changing the Owner role's permissions",
+  },
+  TARGET_NOT_ADMIN: {
+    status: 409,
+    description: 'an ownership transfer to a member who is not an Admin of the organization',
+  },
+  QUOTA_EXCEEDED: { status: 409, description: 'over a per-organization quota (WEBHOOK_MAX_ENDPOINTS)' },
+  PAYLOAD_TOO_LARGE: {
+    status: 413,
+    description: 'a body over 1,048,576 bytes, announced by Content-Length or streamed',
+  },
+  UNSUPPORTED_MEDIA_TYPE: { status: 415, description: 'a body that is not JSON on a JSON route' },
+  RATE_LIMITED: {
+    status: 429,
+    description: 'too many requests; the X-RateLimit-* and Retry-After headers say when to retry',
+  },
+  INTERNAL_ERROR: { status: 500, description: 'anything unexpected (logged with the request id)' },
+  SERVICE_UNAVAILABLE: { status: 503, description: 'the database or the rate-limit store does not answer' },
+} as const satisfies Record<string, { status: number; description: string }>;
 
-export type ErrorCode = keyof typeof ERROR_STATUS;
+export type ErrorCode = keyof typeof ERRORS;
+
+/** The codes, in the table's order (by status). */
+export const ERROR_CODES = Object.keys(ERRORS) as [ErrorCode, ...ErrorCode[]];
+
+/** Each code's one status. */
+export const ERROR_STATUS = Object.fromEntries(ERROR_CODES.map((code) => [code, ERRORS[code].status])) as {
+  readonly [C in ErrorCode]: (typeof ERRORS)[C]['status'];
+};
 
 export interface ErrorDetail {
   path: string;

@@ -2,6 +2,7 @@ import { Validator } from '@seriousme/openapi-schema-validator';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LIBRARY_ROUTES } from '../../src/library/routes.js';
 import { type Access, declaredAccess } from '../../src/middleware/guard.js';
+import { ERROR_STATUS } from '../../src/shared/errors.js';
 import { ALL_PERMISSIONS, RESOURCE_ACTIONS } from '../../src/shared/permissions.js';
 import { createTestApp, type TestApp } from '../support/app.js';
 import { openTestDatabase, type TestDatabase } from '../support/database.js';
@@ -237,8 +238,34 @@ describe('OpenAPI document (DOCS_ENABLED=true)', () => {
     expect(doc.components.schemas.Error).toMatchObject({
       type: 'object',
       required: expect.arrayContaining(['code', 'message']),
-      properties: { code: { type: 'string' }, message: { type: 'string' }, details: { type: 'array' } },
+      properties: { message: { type: 'string' }, details: { type: 'array' } },
     });
+    // The code: the service's enum (ERROR_STATUS, each code once, with its status in the description), or the library's own.
+    expect(doc.components.schemas.Error.properties.code.anyOf).toEqual([
+      { $ref: '#/components/schemas/ErrorCode' },
+      { type: 'string' },
+    ]);
+    const codes = doc.components.schemas.ErrorCode;
+    expect(codes).toMatchObject({ type: 'string', enum: Object.keys(ERROR_STATUS) });
+    for (const [code, status] of Object.entries(ERROR_STATUS))
+      expect(codes.description, code).toContain(`\`${code}\` (${status}): `);
+  });
+
+  it("describes each error response by the service's codes of that status (from ERROR_STATUS)", () => {
+    let described = 0;
+    for (const { key, op } of operationsOf(doc)) {
+      for (const [status, response] of Object.entries<Json>(op.responses)) {
+        if (Number(status) < 400) continue;
+        const named = [...String(response.description).matchAll(/\b[A-Z][A-Z_]+[A-Z]\b/g)]
+          .map((match) => match[0])
+          .filter((word) => word in ERROR_STATUS);
+        expect(named.length, `${key} ${status}: names a code`).toBeGreaterThan(0);
+        for (const code of named)
+          expect(ERROR_STATUS[code as keyof typeof ERROR_STATUS], `${key} ${status}: ${code}`).toBe(Number(status));
+        described += 1;
+      }
+    }
+    expect(described).toBeGreaterThan(100);
   });
 
   it('declares X-Request-Id on every response of every operation, as the one shared header component', () => {
