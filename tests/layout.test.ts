@@ -187,7 +187,7 @@ const GENERATED = new Set(['client/schema.d.ts']);
  * Files still over the limit while they are being split. Each must STILL be
  * over it (so the list cannot outlive the split); the list is to be emptied.
  */
-const STILL_LONG = new Set(['router.ts', 'routes/webhooks.ts']);
+const STILL_LONG = new Set(['routes/webhooks.ts']);
 
 describe('file length', () => {
   const lines = new Map(

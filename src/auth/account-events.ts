@@ -3,11 +3,12 @@ import { APIError, createAuthMiddleware, isAPIError } from 'better-auth/api';
 import type { Kysely } from 'kysely';
 import { recordAudit } from '../db/audit.js';
 import type { Database } from '../db/database.js';
+import { completeLibraryProof } from '../db/queries/email-proof.js';
+import { userAddress } from '../db/queries/user-address.js';
 import { clientIpFromForwardedFor } from '../shared/client-address.js';
 import type { Config } from '../shared/config.js';
 import type { Mailer } from './email.js';
 import { keepsItsCase } from './email-address.js';
-import { completeLibraryProof } from './email-proof.js';
 import { type NoticeOrigin, notifySecurityEvent, type SecurityEvent } from './security-notices.js';
 
 /**
@@ -96,8 +97,7 @@ export function accountEvents({ config, db, mailer, background }: Deps) {
   const notify = (to: string, event: SecurityEvent, origin: NoticeOrigin) =>
     background(notifySecurityEvent(mailer, { to, event, origin, appUrl: config.auth.appUrl }));
 
-  const addressOf = async (userId: string) =>
-    (await db.selectFrom('users').select('email').where('id', '=', userId).executeTakeFirst())?.email ?? null;
+  const addressOf = (userId: string) => userAddress(db, userId);
 
   const databaseHooks = {
     user: {

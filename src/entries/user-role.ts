@@ -1,18 +1,16 @@
 /**
- * `npm run user:role -- <email> <superadmin|admin|user>` (API.md "Platform
- * roles"): the one way to make the first superadmin. Runs as the schema
+ * `npm run user:role -- <email> <superadmin|admin|user>` (docs/api.md
+ * "Platform roles"): the one way to make the first superadmin. Runs as the schema
  * owner, changes users.role and writes the `user.role_changed` audit entry
  * in one transaction, prints one JSON log line.
  *
  * Exit codes: 0 done (or nothing to change), 1 refused (usage, unknown email,
  * bad configuration, an embedded database in use by a running server) or failed.
  */
-import { sql, type Transaction } from 'kysely';
 import { canonicalEmail } from '../auth/email-address.js';
-import { recordAudit } from '../db/audit.js';
 import type { DatabaseHandle } from '../db/client.js';
-import type { Database } from '../db/database.js';
 import { DatabaseInUseError } from '../db/open.js';
+import { setPlatformRoleByEmail } from '../db/queries/user-role-cli.js';
 import { ConfigError, parseConfig } from '../shared/config.js';
 import { describeError } from '../shared/errors.js';
 import { createLogger, type Logger } from '../shared/logger.js';
@@ -53,32 +51,12 @@ function parseArgs(argv: readonly string[]): { email: string; role: PlatformRole
 /** Sets the platform role of the user with this (case-insensitive) email, audited, as the schema owner. */
 async function changeUserRole(database: DatabaseHandle, email: string, role: PlatformRole): Promise<RoleChange> {
   const wanted = canonicalEmail(email);
-  return database.withOwner((owner) =>
-    owner.transaction().execute(async (trx) => {
-      const matches = await trx
-        .selectFrom('users')
-        .select(['id', 'email', 'role'])
-        .where(sql<string>`lower(email)`, '=', wanted)
-        .forUpdate()
-        .execute();
-      if (matches.length === 0) throw new UserRoleError(`No user with email ${wanted}`);
-      if (matches.length > 1)
-        throw new UserRoleError(`More than one user matches ${wanted} (differing only in case); fix the data first`);
-      const user = matches[0] as { id: string; email: string; role: PlatformRole };
-      if (user.role === role)
-        return { userId: user.id, email: user.email, previousRole: user.role, role, changed: false };
-
-      await trx.updateTable('users').set({ role, updated_at: new Date() }).where('id', '=', user.id).execute();
-      // The owner handle is untyped; the audit table is the same one.
-      await recordAudit(trx as unknown as Transaction<Database>, {
-        action: 'user.role_changed',
-        actorId: null,
-        organizationId: null,
-        metadata: { userId: user.id, previousRole: user.role, role, via: 'cli' },
-      });
-      return { userId: user.id, email: user.email, previousRole: user.role, role, changed: true };
-    }),
-  );
+  const result = await database.withOwner((owner) => setPlatformRoleByEmail(owner, wanted, role));
+  if (result.outcome === 'no_user') throw new UserRoleError(`No user with email ${wanted}`);
+  if (result.outcome === 'ambiguous')
+    throw new UserRoleError(`More than one user matches ${wanted} (differing only in case); fix the data first`);
+  const { outcome: _, ...change } = result;
+  return change;
 }
 
 async function main(

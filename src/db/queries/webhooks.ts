@@ -13,7 +13,6 @@ const ENDPOINT_COLUMNS = ['id', 'url', 'events', 'description', 'enabled', 'disa
 interface Actor {
   tenantId: string;
   actorId: string;
-  requestId: string;
 }
 
 export function listEndpoints(db: Kysely<Database>, tenantId: string) {
@@ -37,7 +36,7 @@ export function listEndpoints(db: Kysely<Database>, tenantId: string) {
 export function createEndpoint(
   db: Kysely<Database>,
   input: { url: string; events: string[]; description: string | null; sealedSecret: string },
-  { tenantId, actorId, requestId }: Actor,
+  { tenantId, actorId }: Actor,
   { maxEndpoints }: { maxEndpoints: number },
 ) {
   return withTenant(db, tenantId, async (trx) => {
@@ -66,7 +65,6 @@ export function createEndpoint(
       actorId,
       organizationId: tenantId,
       metadata: { webhookId: endpoint.id, url: endpoint.url, events: endpoint.events },
-      requestId,
     });
     return endpoint;
   });
@@ -90,7 +88,7 @@ export function updateEndpoint(
   db: Kysely<Database>,
   id: string,
   changes: { url?: string; events?: string[]; description?: string | null; enabled?: boolean },
-  { tenantId, actorId, requestId }: Actor,
+  { tenantId, actorId }: Actor,
 ) {
   return withTenant(db, tenantId, async (trx) => {
     const endpoint = await trx
@@ -112,13 +110,12 @@ export function updateEndpoint(
       actorId,
       organizationId: tenantId,
       metadata: { webhookId: id, fields: Object.keys(changes).sort() },
-      requestId,
     });
     return endpoint;
   });
 }
 
-export function deleteEndpoint(db: Kysely<Database>, id: string, { tenantId, actorId, requestId }: Actor) {
+export function deleteEndpoint(db: Kysely<Database>, id: string, { tenantId, actorId }: Actor) {
   return withTenant(db, tenantId, async (trx) => {
     const endpoint = await trx
       .deleteFrom('webhook_endpoints')
@@ -132,18 +129,12 @@ export function deleteEndpoint(db: Kysely<Database>, id: string, { tenantId, act
       actorId,
       organizationId: tenantId,
       metadata: { webhookId: id, url: endpoint.url },
-      requestId,
     });
   });
 }
 
 /** Replaces the secret: the old one signs nothing from the commit on (deliveries read it at send time). */
-export function rotateSecret(
-  db: Kysely<Database>,
-  id: string,
-  sealedSecret: string,
-  { tenantId, actorId, requestId }: Actor,
-) {
+export function rotateSecret(db: Kysely<Database>, id: string, sealedSecret: string, { tenantId, actorId }: Actor) {
   return withTenant(db, tenantId, async (trx) => {
     const rotated = await trx
       .updateTable('webhook_endpoints')
@@ -158,7 +149,6 @@ export function rotateSecret(
       actorId,
       organizationId: tenantId,
       metadata: { webhookId: id },
-      requestId,
     });
   });
 }

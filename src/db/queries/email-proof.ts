@@ -1,6 +1,6 @@
 import type { Kysely, Transaction } from 'kysely';
-import { runInTransaction } from '../db/ambient.js';
-import type { Database } from '../db/database.js';
+import { runInTransaction } from '../ambient.js';
+import type { Database } from '../database.js';
 
 /** What a proof took away from the account. */
 export interface EmailProof {
