@@ -1,7 +1,7 @@
 import { type RouteConfig, z } from '@hono/zod-openapi';
 import type { Access } from '../auth/access.js';
-import type { LibraryRoute } from './fields.js';
 import { LIBRARY_ROUTES } from './routes.js';
+import type { LibraryRoute } from './row.js';
 
 /**
  * The auth library's routes in `/api/openapi.json`, described from the rows
@@ -14,9 +14,6 @@ import { LIBRARY_ROUTES } from './routes.js';
 
 /** The prefix the library's routes are served under. */
 export const LIBRARY_PREFIX = '/api/auth';
-
-/** A row's optional one-line summary, where the row gives one. */
-type Row = LibraryRoute & { summary?: string };
 
 const timestamp = z.string().openapi({ format: 'date-time' });
 const nullableText = z.union([z.string(), z.null()]);
@@ -148,17 +145,6 @@ const REDIRECTS: ReadonlySet<string> = new Set([
 const LIBRARY_REFUSAL =
   "the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN)";
 
-/** `/organization/list-members` -> "Organization: list members". */
-function summaryOf(route: Row): string {
-  if (route.summary) return route.summary;
-  const text = route.path
-    .split('/')
-    .filter((part) => part && !part.startsWith(':'))
-    .map((part) => part.replaceAll('-', ' '))
-    .join(': ');
-  return text.charAt(0).toUpperCase() + text.slice(1);
-}
-
 /** One tag per area of the library. */
 function tagOf(path: string): string {
   if (path.startsWith('/organization/')) return 'Auth: organizations';
@@ -178,13 +164,13 @@ export type Describe = (config: RouteConfig & { access: Access }) => RouteConfig
 type Responses = Record<string, { description: string; content?: unknown }>;
 
 /** One row as the document states it. */
-function libraryOperation(route: Row, describe: Describe): RouteConfig {
+function libraryOperation(route: LibraryRoute, describe: Describe): RouteConfig {
   const params = [...route.path.matchAll(/:(\w+)/g)].map((match) => match[1]!);
   const config = {
     method: route.method.toLowerCase() as 'get' | 'post',
     path: `${LIBRARY_PREFIX}${openApiPath(route.path)}`,
     access: route.access,
-    summary: summaryOf(route),
+    summary: route.summary,
     tags: [tagOf(route.path)],
     request: {
       ...(params.length ? { params: z.object(Object.fromEntries(params.map((name) => [name, z.string()]))) } : {}),
@@ -229,6 +215,6 @@ function libraryOperation(route: Row, describe: Describe): RouteConfig {
 }
 
 /** Every served row of the library, as the document states it (routes/docs.ts registers them). */
-export function libraryOperations(describe: Describe, routes: readonly Row[] = LIBRARY_ROUTES): RouteConfig[] {
+export function libraryOperations(describe: Describe, routes: readonly LibraryRoute[] = LIBRARY_ROUTES): RouteConfig[] {
   return routes.map((route) => libraryOperation(route, describe));
 }
