@@ -104,8 +104,8 @@ function postgresDialect(
   // (sql.reserve()). Unpatched, postgres.js 3.4.9 handed a reservation the
   // connection opened for it only through the ReadyForQuery after the type
   // fetch, and dropped it when a reconnect had taken it up (requests waited
-  // out the acquire timeout after an outage); scripts/patch-postgres.mjs
-  // (patch 5) hands the connection to its reservation. A long-lived pool pays
+  // out the acquire timeout after an outage); patches/postgres+3.4.9.patch
+  // hands the connection to its reservation. A long-lived pool pays
   // the type fetch once per connection, so Node keeps the default; the
   // Worker's driver (request-scoped.ts) does not reserve and fetches the
   // types once per isolate.

@@ -100,7 +100,7 @@ describe('PostgreSQL stops during traffic', () => {
       expect(during.filter((a) => a.ms > ANSWER_WITHIN_MS)).toEqual([]);
       // A request waiting for a connection is refused by the connect that failed for it, or served by
       // the one that opened for it: none waits out the pool's acquire timeout, during the outage or
-      // after it (scripts/patch-postgres.mjs patch 5; before it, a reservation a reconnect had taken
+      // after it (patches/postgres+3.4.9.patch; before it, a reservation a reconnect had taken
       // up was dropped when the database came back).
       expect(
         traffic.answers
