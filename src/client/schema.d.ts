@@ -6107,14 +6107,18 @@ export interface paths {
             };
             requestBody?: never;
             responses: {
-                /** @description The auth library's answer: a JSON object (session tokens removed) */
+                /** @description The library is up */
                 200: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
                         [name: string]: unknown;
                     };
                     content: {
-                        "application/json": components["schemas"]["AuthAnswer"];
+                        "application/json": {
+                            ok: boolean;
+                        } & {
+                            [key: string]: unknown;
+                        };
                     };
                 };
                 /** @description VALIDATION_ERROR: a body sent as JSON that is malformed, not UTF-8, nested deeper than 32 levels or holding a NUL character; or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
@@ -6234,14 +6238,18 @@ export interface paths {
             };
             requestBody?: never;
             responses: {
-                /** @description The auth library's answer: a JSON object (session tokens removed) */
+                /** @description Signed out (the cookies are expired) */
                 200: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
                         [name: string]: unknown;
                     };
                     content: {
-                        "application/json": components["schemas"]["AuthAnswer"];
+                        "application/json": {
+                            success: boolean;
+                        } & {
+                            [key: string]: unknown;
+                        };
                     };
                 };
                 /** @description VALIDATION_ERROR: a body sent as JSON that is malformed, not UTF-8, nested deeper than 32 levels or holding a NUL character; or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
@@ -7492,14 +7500,20 @@ export interface paths {
             };
             requestBody?: never;
             responses: {
-                /** @description The auth library's answer: a JSON object (session tokens removed) */
+                /** @description The sign-in methods linked to the user's account (`credential` is the password) */
                 200: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
                         [name: string]: unknown;
                     };
                     content: {
-                        "application/json": components["schemas"]["AuthAnswer"];
+                        "application/json": ({
+                            id: string;
+                            providerId: string;
+                            accountId: string;
+                        } & {
+                            [key: string]: unknown;
+                        })[];
                     };
                 };
                 /** @description VALIDATION_ERROR: a body sent as JSON that is malformed, not UTF-8, nested deeper than 32 levels or holding a NUL character; or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
@@ -7932,14 +7946,19 @@ export interface paths {
                 };
             };
             responses: {
-                /** @description The auth library's answer: a JSON object (session tokens removed) */
+                /** @description The authenticator URI and the backup codes (shown once); `verify-totp` completes enabling */
                 200: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
                         [name: string]: unknown;
                     };
                     content: {
-                        "application/json": components["schemas"]["AuthAnswer"];
+                        "application/json": {
+                            totpURI: string;
+                            backupCodes: string[];
+                        } & {
+                            [key: string]: unknown;
+                        };
                     };
                 };
                 /** @description VALIDATION_ERROR: a body sent as JSON that is malformed, not UTF-8, nested deeper than 32 levels or holding a NUL character; a body or query the route's schema refuses (`details` name the fields, e.g. `body.email`); or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
@@ -8083,14 +8102,18 @@ export interface paths {
                 };
             };
             responses: {
-                /** @description The auth library's answer: a JSON object (session tokens removed) */
+                /** @description The authenticator URI */
                 200: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
                         [name: string]: unknown;
                     };
                     content: {
-                        "application/json": components["schemas"]["AuthAnswer"];
+                        "application/json": {
+                            totpURI: string;
+                        } & {
+                            [key: string]: unknown;
+                        };
                     };
                 };
                 /** @description VALIDATION_ERROR: a body sent as JSON that is malformed, not UTF-8, nested deeper than 32 levels or holding a NUL character; a body or query the route's schema refuses (`details` name the fields, e.g. `body.email`); or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
@@ -8520,14 +8543,18 @@ export interface paths {
                 };
             };
             responses: {
-                /** @description The auth library's answer: a JSON object (session tokens removed) */
+                /** @description New backup codes (shown once); the old ones no longer work */
                 200: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
                         [name: string]: unknown;
                     };
                     content: {
-                        "application/json": components["schemas"]["AuthAnswer"];
+                        "application/json": {
+                            backupCodes: string[];
+                        } & {
+                            [key: string]: unknown;
+                        };
                     };
                 };
                 /** @description VALIDATION_ERROR: a body sent as JSON that is malformed, not UTF-8, nested deeper than 32 levels or holding a NUL character; a body or query the route's schema refuses (`details` name the fields, e.g. `body.email`); or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
@@ -9364,14 +9391,21 @@ export interface paths {
             };
             requestBody?: never;
             responses: {
-                /** @description The auth library's answer: a JSON object (session tokens removed) */
+                /** @description The user's passkeys */
                 200: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
                         [name: string]: unknown;
                     };
                     content: {
-                        "application/json": components["schemas"]["AuthAnswer"];
+                        "application/json": ({
+                            id: string;
+                            name?: string | null;
+                            /** Format: date-time */
+                            createdAt: string;
+                        } & {
+                            [key: string]: unknown;
+                        })[];
                     };
                 };
                 /** @description VALIDATION_ERROR: a body sent as JSON that is malformed, not UTF-8, nested deeper than 32 levels or holding a NUL character; or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */

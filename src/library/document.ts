@@ -131,6 +131,25 @@ const ANSWERS: Readonly<Record<string, Answer>> = {
   '/organization/list-invitations': json(z.array(AuthInvitation), "The organization's invitations"),
   '/organization/list-user-invitations': json(z.array(AuthInvitation), "The invitations to the caller's address"),
   '/organization/get-invitation': json(AuthInvitation, 'The invitation'),
+  '/list-accounts': json(
+    z.array(z.looseObject({ id: z.string(), providerId: z.string(), accountId: z.string() })),
+    "The sign-in methods linked to the user's account (`credential` is the password)",
+  ),
+  '/passkey/list-user-passkeys': json(
+    z.array(z.looseObject({ id: z.string(), name: nullableText.optional(), createdAt: timestamp })),
+    "The user's passkeys",
+  ),
+  '/two-factor/enable': json(
+    z.looseObject({ totpURI: z.string(), backupCodes: z.array(z.string()) }),
+    'The authenticator URI and the backup codes (shown once); `verify-totp` completes enabling',
+  ),
+  '/two-factor/get-totp-uri': json(z.looseObject({ totpURI: z.string() }), 'The authenticator URI'),
+  '/two-factor/generate-backup-codes': json(
+    z.looseObject({ backupCodes: z.array(z.string()) }),
+    'New backup codes (shown once); the old ones no longer work',
+  ),
+  '/sign-out': json(z.looseObject({ success: z.boolean() }), 'Signed out (the cookies are expired)'),
+  '/ok': json(z.looseObject({ ok: z.boolean() }), 'The library is up'),
   '/error': { description: "The library's error page", content: { 'text/html': { schema: z.string() } } },
 };
 

@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LIBRARY_ROUTES } from '../../src/library/routes.js';
 import { createTestApp, type TestApp } from '../support/app.js';
 import { call } from '../support/http.js';
+import { createOrganization } from '../support/orgs.js';
 import { signedInUser } from '../support/users.js';
 
 /**
@@ -117,6 +118,59 @@ describe("the auth library's routes in the OpenAPI document", () => {
     expect(JSON.stringify(session)).toContain('"type":"null"');
     for (const name of ['AuthUser', 'AuthSession', 'AuthOrganization', 'AuthMember', 'AuthInvitation'])
       expect(doc.components.schemas[name], name).toMatchObject({ type: 'object' });
+  });
+
+  /** Where `value` departs from `schema` (types, required fields; nothing else), as readable lines. */
+  function departures(value: unknown, schema: Json, at = '$'): string[] {
+    const resolved: Json = schema.$ref
+      ? schema.$ref
+          .slice(2)
+          .split('/')
+          .reduce((node: Json, part: string) => node[part], doc)
+      : schema;
+    if (resolved.anyOf) {
+      const each = (resolved.anyOf as Json[]).map((alternative) => departures(value, alternative, at));
+      return each.some((problems) => problems.length === 0) ? [] : each.flat();
+    }
+    const type = resolved.type;
+    if (type === undefined) return [];
+    const actual = value === null ? 'null' : Array.isArray(value) ? 'array' : typeof value;
+    if (actual !== (type === 'integer' ? 'number' : type)) return [`${at}: ${actual}, documented ${type}`];
+    if (type === 'array')
+      return (value as unknown[]).flatMap((item, i) => departures(item, resolved.items ?? {}, `${at}[${i}]`));
+    if (type !== 'object') return [];
+    const record = value as Json;
+    return [
+      ...((resolved.required ?? []) as string[])
+        .filter((name) => !(name in record))
+        .map((name) => `${at}.${name}: missing`),
+      ...Object.entries<Json>(resolved.properties ?? {}).flatMap(([name, inner]) =>
+        name in record ? departures(record[name], inner, `${at}.${name}`) : [],
+      ),
+    ];
+  }
+
+  it('answers what its 200 states: every GET row an Owner can call without parameters, checked against the document', async () => {
+    const owner = await signedInUser(t);
+    await createOrganization(t, owner);
+    const problems: string[] = [];
+    let checked = 0;
+    for (const route of LIBRARY_ROUTES.filter((candidate) => candidate.method === 'GET')) {
+      const key = keyOf(route.method, route.path);
+      const op = opOf(key)!;
+      // Links a browser follows (a redirect), and calls that need a parameter, are not callable bare.
+      if (op.responses['302'] || ((op.parameters ?? []) as Json[]).some((p) => p.required)) continue;
+      const res = await call(t, `/api/auth${route.path}`, { jar: owner.jar });
+      const [type, media] = Object.entries<Json>(op.responses['200'].content)[0]!;
+      if (res.status !== 200 || !(res.headers.get('content-type') ?? '').startsWith(type)) {
+        problems.push(`${key}: ${res.status} ${res.headers.get('content-type')} ${(await res.text()).slice(0, 200)}`);
+        continue;
+      }
+      if (type === 'application/json') problems.push(...departures(await res.json(), media.schema, key));
+      checked += 1;
+    }
+    expect(checked).toBeGreaterThanOrEqual(14);
+    expect(problems).toEqual([]);
   });
 
   it('states what a body requires, and the service refuses a body without it naming each field', async () => {
