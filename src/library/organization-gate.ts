@@ -38,7 +38,7 @@ export async function organizationFor(
 }
 
 /**
- * Issue 14 item 2, one session, one organization: the organization a library
+ * One session, one organization: the organization a library
  * call acts on is the one the request names (`organizationId`, or
  * `organizationSlug` resolved here), else the active organization as the
  * service resolved it from the database, never the library's cookie cache.

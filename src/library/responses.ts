@@ -33,7 +33,7 @@ async function libraryCode(response: Response): Promise<unknown> {
 }
 
 /**
- * README "Errors": one shape, `{ code, message }`. Most library errors carry
+ * docs/api.md "Errors": one shape, `{ code, message }`. Most library errors carry
  * a code; the few that carry only a message get the one the library would
  * derive (upper snake case of it).
  */

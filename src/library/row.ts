@@ -54,7 +54,7 @@ export type AfterHook = (trx: Transaction<Database>, call: LibraryCall, outcome:
 /** The JSON body to answer with from the library's answer (any status); undefined: the usual answer. */
 export type Reply = (call: LibraryCall, body: unknown) => unknown;
 
-/** The rate limiter's tier for a path (README "Rate limiting"): `auth` also counts toward the auth tier. */
+/** The rate limiter's tier for a path (docs/api.md "Rate limiting"): `auth` also counts toward the auth tier. */
 export type RateLimitTierName = 'auth' | 'global';
 
 /**
@@ -86,7 +86,7 @@ interface Row {
   /**
    * The call checks the session user's password: a refusal spends the
    * account's wrong-password budget, as a failed sign-in or step-up does
-   * (README "Rate limiting"), so a stolen session is no password oracle.
+   * (docs/api.md "Rate limiting"), so a stolen session is no password oracle.
    */
   spendsAccountBudget?: true;
   /** The library reads the session from its cookie cache while the service agrees the session stands. */

@@ -41,7 +41,7 @@ interface AccountAttempt {
 }
 
 /**
- * Reserves one attempt in the account tier (README "Rate limiting"): wrong
+ * Reserves one attempt in the account tier (docs/api.md "Rate limiting"): wrong
  * passwords for one account, from any number of addresses, stop at the
  * limit until the window ends. Password sign-in and step-up
  * (routes/session.ts) spend the same budget. 429 when it is spent, 503 when

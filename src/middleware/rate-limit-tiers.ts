@@ -1,4 +1,4 @@
-/** The tier a request is counted in besides the global one (README "Rate limiting"). */
+/** The tier a request is counted in besides the global one (docs/api.md "Rate limiting"). */
 export type RateLimitTierName = 'auth' | 'global';
 export type TierOf = (path: string) => RateLimitTierName;
 

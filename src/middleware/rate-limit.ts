@@ -30,7 +30,7 @@ export interface RateLimitOptions {
 }
 
 /**
- * README "Rate limiting": the global tier on every route (keyed by user when
+ * docs/api.md "Rate limiting": the global tier on every route (keyed by user when
  * signed in, else by address: an IPv6 client by its RATE_LIMIT_IPV6_PREFIX, see
  * `rateLimitIdentity`), the auth tier (with its block) on the paths
  * `tierOf` puts in it, and per-account failures of password sign-in.
@@ -48,7 +48,7 @@ export interface RateLimitOptions {
  *
  * Headers on 429 only. When the store does not answer, the auth and account
  * checks fail closed (503) and the global tier fails open with an error log
- * (README "Rate limiting").
+ * (docs/api.md "Rate limiting").
  */
 export function rateLimit({
   config,
