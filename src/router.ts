@@ -2,7 +2,7 @@ import { createRoute, OpenAPIHono, type RouteConfig } from '@hono/zod-openapi';
 import type { Context } from 'hono';
 import type { z } from 'zod';
 import { requireJson } from './middleware/body-limit.js';
-import { type Access, guard } from './middleware/guard.js';
+import { guard, type RouteAccess } from './middleware/guard.js';
 import { renderError } from './middleware/render-error.js';
 import { describedRoute } from './openapi.js';
 import { ApiError, type ErrorDetail } from './shared/errors.js';
@@ -41,7 +41,7 @@ export { describedRoute, ErrorSchema, errorResponse, REQUEST_ID_HEADER } from '.
  * request), then for a JSON body the 415 check (API.md "Conventions") and a
  * body that must be present, then zod validation.
  */
-export function defineRoute<const R extends RouteConfig>(config: R & { access: Access }): R {
+export function defineRoute<const R extends RouteConfig>(config: R & { access: RouteAccess }): R {
   const own =
     config.middleware === undefined ? [] : Array.isArray(config.middleware) ? config.middleware : [config.middleware];
   return createRoute({

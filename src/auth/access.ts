@@ -35,15 +35,42 @@ export type Access =
       sensitive?: boolean;
     };
 
+type SessionAccess = Extract<Access, { kind: 'session' }>;
+type SessionOptions = Omit<SessionAccess, 'kind'>;
+
+/**
+ * What a service route declares (router.ts `defineRoute`). A route that acts
+ * in an organization (it needs one, or permissions there) states whether API
+ * keys may call it: `apiKeys` is required, and leaving it out is a type error.
+ * Keys still reach only routes with permissions and no platform role.
+ */
+export type RouteAccess =
+  | Extract<Access, { kind: 'public' | 'optional' }>
+  | (SessionAccess & { organization?: false; permissions?: undefined; apiKeys?: undefined })
+  | (SessionAccess & { apiKeys: boolean });
+
+/** A session route, typed as declared (so `defineRoute` sees whether it acts in an organization). */
+function session(): { kind: 'session' };
+function session<const O extends SessionOptions>(options: O): { kind: 'session' } & O;
+function session(options: SessionOptions = {}) {
+  return { kind: 'session' as const, ...options };
+}
+
 export const access = {
-  public: (): Access => ({ kind: 'public' }),
-  optional: (): Access => ({ kind: 'optional' }),
-  session: (options: Omit<Extract<Access, { kind: 'session' }>, 'kind'> = {}): Access => ({
-    kind: 'session',
-    ...options,
-  }),
+  public: () => ({ kind: 'public' }) as const,
+  optional: () => ({ kind: 'optional' }) as const,
+  session,
+  /**
+   * A tenant route: the permissions it needs in the active organization (or
+   * an API key's), and whether API keys may call it.
+   */
+  tenant: <const O extends Omit<SessionOptions, 'organization' | 'permissions' | 'apiKeys'>>(
+    permissions: readonly Permission[],
+    { apiKeys, ...options }: O & { apiKeys: boolean },
+  ) => ({ kind: 'session' as const, organization: true as const, permissions, apiKeys, ...options }),
+  /** Permissions without a decision on API keys: for guard() outside defineRoute (which requires one). */
   permissions: (...permissions: Permission[]): Access => ({ kind: 'session', organization: true, permissions }),
-  platform: (...platformRoles: PlatformRole[]): Access => ({ kind: 'session', platformRoles }),
+  platform: (...platformRoles: PlatformRole[]) => ({ kind: 'session' as const, platformRoles }),
 };
 
 /**

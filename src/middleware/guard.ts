@@ -5,7 +5,7 @@ import { ApiError } from '../shared/errors.js';
 import { hasAll } from '../shared/permissions.js';
 import type { AppEnv, EnrichedSession, TargetResolver } from '../shared/types.js';
 
-export { type Access, access, type OrganizationTarget } from '../auth/access.js';
+export { type Access, access, type OrganizationTarget, type RouteAccess } from '../auth/access.js';
 export type { TargetResolver } from '../shared/types.js';
 
 /** The session, loaded at most once per request (the session middleware installs the loader). */

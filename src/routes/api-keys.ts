@@ -67,7 +67,7 @@ const createRoute = defineRoute({
   path: '/api/api-keys',
   // No key mints keys (API_KEY_AUTH).
   // A long-lived credential (docs/security.md "Sensitive actions and step-up"); no key mints keys.
-  access: access.session({ organization: true, permissions: ['api_keys:write'], apiKeys: false, sensitive: true }),
+  access: access.tenant(['api_keys:write'], { apiKeys: false, sensitive: true }),
   summary: 'Create an API key; scopes must be a subset of your own permissions',
   request: { body: { content: { 'application/json': { schema: CreateApiKeySchema } } } },
   responses: { 201: jsonContent(CreatedApiKeySchema, 'The key, with its plaintext shown once') },
@@ -76,7 +76,7 @@ const createRoute = defineRoute({
 const listRoute = defineRoute({
   method: 'get',
   path: '/api/api-keys',
-  access: access.permissions('api_keys:read'),
+  access: access.tenant(['api_keys:read'], { apiKeys: true }),
   summary: 'API keys of the active organization (never the key, its hash or salt)',
   responses: { 200: jsonContent(z.array(ApiKeySchema), 'Keys, newest first') },
 });
@@ -84,7 +84,7 @@ const listRoute = defineRoute({
 const revokeRoute = defineRoute({
   method: 'delete',
   path: '/api/api-keys/{id}',
-  access: access.permissions('api_keys:write'),
+  access: access.tenant(['api_keys:write'], { apiKeys: true }),
   summary: 'Revoke an API key (idempotent)',
   request: { params: IdParams },
   responses: {

@@ -20,7 +20,7 @@ const AuditEntrySchema = z
 const route = defineRoute({
   method: 'get',
   path: '/api/audit-logs',
-  access: access.permissions('organizations:read'),
+  access: access.tenant(['organizations:read'], { apiKeys: true }),
   summary: 'Audit log of the active organization, newest first',
   request: { query: PageQuerySchema },
   responses: {

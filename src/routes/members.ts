@@ -34,7 +34,7 @@ const OWNER_CHANGE =
 const listRoute = defineRoute({
   method: 'get',
   path: '/api/members',
-  access: access.permissions('members:read'),
+  access: access.tenant(['members:read'], { apiKeys: true }),
   summary: 'Members of the active organization',
   responses: { 200: jsonContent(z.array(MemberSchema), 'Members with their role') },
 });
@@ -42,7 +42,7 @@ const listRoute = defineRoute({
 const changeRoute = defineRoute({
   method: 'patch',
   path: '/api/admin/members/{memberId}',
-  access: access.permissions('members:write'),
+  access: access.tenant(['members:write'], { apiKeys: true }),
   summary: "Change a member's role",
   description: OWNER_CHANGE,
   request: {
@@ -55,7 +55,7 @@ const changeRoute = defineRoute({
 const deprecatedChangeRoute = defineRoute({
   method: 'patch',
   path: '/api/roles/members/{id}/role',
-  access: access.permissions('members:write'),
+  access: access.tenant(['members:write'], { apiKeys: true }),
   summary: "Change a member's role (deprecated: use PATCH /api/admin/members/{memberId})",
   description: OWNER_CHANGE,
   deprecated: true,
@@ -88,7 +88,7 @@ const transferRoute = defineRoute({
   method: 'post',
   path: '/api/roles/transfer-ownership',
   // docs/security.md "Sensitive actions and step-up".
-  access: access.session({ organization: true, permissions: ['members:write'], sensitive: true }),
+  access: access.tenant(['members:write'], { apiKeys: false, sensitive: true }),
   summary: 'Hand ownership to an Admin (the caller must be the current Owner)',
   request: {
     body: {

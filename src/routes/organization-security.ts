@@ -12,7 +12,7 @@ const SecurityUpdateSchema = z.object({ requireMfa: z.boolean() }).strict().open
 const readRoute = defineRoute({
   method: 'get',
   path: '/api/organization/security',
-  access: access.permissions('organizations:read'),
+  access: access.tenant(['organizations:read'], { apiKeys: true }),
   summary: "The active organization's security policy",
   responses: {
     200: { description: 'The policy', content: { 'application/json': { schema: SecuritySchema } } },
@@ -23,7 +23,7 @@ const updateRoute = defineRoute({
   method: 'patch',
   path: '/api/organization/security',
   // A security policy (docs/security.md "Sensitive actions and step-up").
-  access: access.session({ organization: true, permissions: ['organizations:write'], sensitive: true }),
+  access: access.tenant(['organizations:write'], { apiKeys: false, sensitive: true }),
   summary: "Change the active organization's security policy",
   description:
     'While `requireMfa` is on, every route that needs the active organization answers 403 MFA_REQUIRED to a ' +

@@ -31,7 +31,7 @@ const UpdateRoleSchema = updateBody('UpdateRole', {
 const listRoute = defineRoute({
   method: 'get',
   path: '/api/roles',
-  access: access.permissions('roles:read'),
+  access: access.tenant(['roles:read'], { apiKeys: true }),
   summary: 'Roles of the active organization (defaults first)',
   responses: { 200: jsonContent(z.array(RoleSchema), 'Owner, Admin, Member, Viewer, then custom roles by name') },
 });
@@ -39,7 +39,7 @@ const listRoute = defineRoute({
 const createRoleRoute = defineRoute({
   method: 'post',
   path: '/api/roles',
-  access: access.permissions('roles:write'),
+  access: access.tenant(['roles:write'], { apiKeys: true }),
   summary: 'Create a custom role; its slug comes from its name',
   request: { body: { content: { 'application/json': { schema: CreateRoleSchema } } } },
   responses: { 201: jsonContent(RoleSchema, 'The created role') },
@@ -48,7 +48,7 @@ const createRoleRoute = defineRoute({
 const updateRoleRoute = defineRoute({
   method: 'patch',
   path: '/api/roles/{id}',
-  access: access.permissions('roles:write'),
+  access: access.tenant(['roles:write'], { apiKeys: true }),
   summary: 'Change a role (partial); a new name regenerates the slug',
   request: { params: IdParams, body: { content: { 'application/json': { schema: UpdateRoleSchema } } } },
   responses: { 200: jsonContent(RoleSchema, 'The updated role') },
@@ -57,7 +57,7 @@ const updateRoleRoute = defineRoute({
 const deleteRoleRoute = defineRoute({
   method: 'delete',
   path: '/api/roles/{id}',
-  access: access.permissions('roles:delete'),
+  access: access.tenant(['roles:delete'], { apiKeys: true }),
   summary: 'Delete a custom role; its members move to Viewer',
   request: { params: IdParams },
   responses: {

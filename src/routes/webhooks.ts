@@ -86,10 +86,10 @@ const DeliverySchema = z
   })
   .openapi('WebhookDelivery');
 
-const read = access.permissions('organizations:read');
-const write = access.permissions('organizations:write');
+const read = access.tenant(['organizations:read'], { apiKeys: true });
+const write = access.tenant(['organizations:write'], { apiKeys: true });
 /** Creating an endpoint or rotating its secret hands out a signing secret: a session's doing, never an API key's. */
-const writeSecret = access.session({ organization: true, permissions: ['organizations:write'], apiKeys: false });
+const writeSecret = access.tenant(['organizations:write'], { apiKeys: false });
 
 const createRoute = defineRoute({
   method: 'post',

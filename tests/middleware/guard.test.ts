@@ -6,7 +6,7 @@
 import { z } from '@hono/zod-openapi';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type Access, access, declaredAccess, guard, loadSession, tenantOf } from '../../src/middleware/guard.js';
+import { access, declaredAccess, guard, loadSession, type RouteAccess, tenantOf } from '../../src/middleware/guard.js';
 import { createRouter, defineRoute } from '../../src/router.js';
 import { ALL_PERMISSIONS, type Permission } from '../../src/shared/permissions.js';
 import { createTestApp, type TestApp } from '../support/app.js';
@@ -17,30 +17,31 @@ import { type SignedInUser, signedInUser } from '../support/users.js';
 const Echo = z.object({ ok: z.literal(true), userId: z.string().nullable(), permissions: z.array(z.string()) });
 
 /** Test routes, one per access kind; each answers who it saw. */
-const TEST_ROUTES: { path: string; access: Access }[] = [
+const TEST_ROUTES: { path: string; access: RouteAccess }[] = [
   { path: '/api/test/public', access: access.public() },
   { path: '/api/test/optional', access: access.optional() },
   { path: '/api/test/session', access: access.session() },
   { path: '/api/test/platform-admin', access: access.platform('admin', 'superadmin') },
   { path: '/api/test/platform-superadmin', access: access.platform('superadmin') },
-  { path: '/api/test/organization', access: access.session({ organization: true }) },
-  { path: '/api/test/roles-read', access: access.permissions('roles:read') },
-  { path: '/api/test/roles-read-write', access: access.permissions('roles:read', 'roles:write') },
+  { path: '/api/test/organization', access: access.session({ organization: true, apiKeys: false }) },
+  { path: '/api/test/roles-read', access: access.tenant(['roles:read'], { apiKeys: true }) },
+  { path: '/api/test/roles-read-write', access: access.tenant(['roles:read', 'roles:write'], { apiKeys: true }) },
   // Step order: a platform-role mismatch is reported before a missing organization.
   {
     path: '/api/test/admin-with-permissions',
-    access: access.session({ platformRoles: ['admin'], permissions: ['roles:read'] }),
+    access: access.session({ platformRoles: ['admin'], permissions: ['roles:read'], apiKeys: false }),
   },
   { path: '/api/test/deletion-allowlisted', access: access.session({ allowScheduledForDeletion: true }) },
   // docs/security.md "Sensitive actions and step-up".
   { path: '/api/test/sensitive', access: access.session({ sensitive: true }) },
   {
     path: '/api/test/sensitive-roles-read',
-    access: access.session({ organization: true, permissions: ['roles:read'], sensitive: true }),
+    // Keys allowed, but the sensitivity alone refuses them.
+    access: access.tenant(['roles:read'], { apiKeys: true, sensitive: true }),
   },
   {
     path: '/api/test/roles-read-no-keys',
-    access: access.session({ organization: true, permissions: ['roles:read'], apiKeys: false }),
+    access: access.tenant(['roles:read'], { apiKeys: false }),
   },
 ];
 
@@ -518,5 +519,37 @@ describe('guard (spec §4)', () => {
         expect(skipped).toContain(open);
       }
     });
+  });
+});
+
+describe('API keys, a decision every tenant route states', () => {
+  it('every service route that acts in an organization says whether API keys may call it', async () => {
+    const t = await createTestApp();
+    try {
+      const tenantRoutes = t.app.routes
+        .filter((route) => !route.path.startsWith('/api/auth') && !route.path.startsWith('/api/test'))
+        .map((route) => ({ key: `${route.method} ${route.path}`, declared: declaredAccess(route.handler) }))
+        .filter(
+          ({ declared }) =>
+            declared?.kind === 'session' && (declared.organization || (declared.permissions?.length ?? 0) > 0),
+        );
+      expect(tenantRoutes.length).toBeGreaterThanOrEqual(15);
+      for (const { key, declared } of tenantRoutes)
+        expect(typeof (declared as { apiKeys?: unknown }).apiKeys, key).toBe('boolean');
+    } finally {
+      await t.close();
+    }
+  });
+
+  it('leaving the decision out of a tenant route is a type error (checked by tsc)', () => {
+    const responses = { 200: { description: 'ok' } };
+    const declare = () => [
+      // @ts-expect-error permissions without a decision on API keys
+      defineRoute({ method: 'get', path: '/x', access: access.permissions('roles:read'), responses }),
+      // @ts-expect-error an organization without a decision on API keys
+      defineRoute({ method: 'get', path: '/y', access: access.session({ organization: true }), responses }),
+      defineRoute({ method: 'get', path: '/z', access: access.tenant(['roles:read'], { apiKeys: false }), responses }),
+    ];
+    expect(declare).toBeTypeOf('function');
   });
 });
