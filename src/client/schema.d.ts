@@ -45,7 +45,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -55,7 +55,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -73,7 +73,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -83,7 +83,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -140,7 +140,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -150,7 +150,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -168,7 +168,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -178,7 +178,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -235,7 +235,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -245,7 +245,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -263,7 +263,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -273,7 +273,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -349,7 +349,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description FORBIDDEN (a cookie-bearing state change from an origin other than the app's) (and NOT_OWNER where the route says so) */
+                /** @description FORBIDDEN: a cookie-bearing state change from an origin other than the app's (and NOT_OWNER where the route says so) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -359,7 +359,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE, TARGET_NOT_ADMIN or QUOTA_EXCEEDED where the route can cause them */
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -369,7 +369,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -379,7 +379,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description UNSUPPORTED_MEDIA_TYPE: body is not JSON */
+                /** @description UNSUPPORTED_MEDIA_TYPE: a body that is not JSON on a JSON route */
                 415: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -389,7 +389,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -407,7 +407,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -417,7 +417,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -488,7 +488,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description FORBIDDEN (the platform role does not match), ACCOUNT_SCHEDULED_FOR_DELETION (and NOT_OWNER where the route says so) */
+                /** @description FORBIDDEN: the platform role does not match; ACCOUNT_SCHEDULED_FOR_DELETION: the account is scheduled for deletion and the route is not on the allowlist (and NOT_OWNER where the route says so) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -498,7 +498,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -508,7 +508,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -526,7 +526,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -536,7 +536,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -620,7 +620,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description FORBIDDEN (the platform role does not match; a cookie-bearing state change from an origin other than the app's), ACCOUNT_SCHEDULED_FOR_DELETION, STEP_UP_REQUIRED (a sensitive action: the session has not proved every factor of its account within STEP_UP_MAX_AGE; message `Recent authentication required`; `POST /api/session/step-up` renews it) (and NOT_OWNER where the route says so) */
+                /** @description FORBIDDEN: the platform role does not match; a cookie-bearing state change from an origin other than the app's; ACCOUNT_SCHEDULED_FOR_DELETION: the account is scheduled for deletion and the route is not on the allowlist; STEP_UP_REQUIRED: a sensitive action: the session has not proved every factor of its account within STEP_UP_MAX_AGE; message `Recent authentication required`; `POST /api/session/step-up` renews it (and NOT_OWNER where the route says so) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -630,7 +630,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description NOT_FOUND: unknown id, or one of another organization */
+                /** @description NOT_FOUND: an unknown id, and also an id of another organization (never revealing that it exists) */
                 404: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -640,7 +640,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE, TARGET_NOT_ADMIN or QUOTA_EXCEEDED where the route can cause them */
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -650,7 +650,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -660,7 +660,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description UNSUPPORTED_MEDIA_TYPE: body is not JSON */
+                /** @description UNSUPPORTED_MEDIA_TYPE: a body that is not JSON on a JSON route */
                 415: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -670,7 +670,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -688,7 +688,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -698,7 +698,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -759,7 +759,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description ACCOUNT_SCHEDULED_FOR_DELETION, NO_ACTIVE_ORGANIZATION, MFA_REQUIRED (the organization requires multi-factor sessions; message `Multi-factor authentication required`), INSUFFICIENT_PERMISSIONS (and NOT_OWNER where the route says so) */
+                /** @description ACCOUNT_SCHEDULED_FOR_DELETION: the account is scheduled for deletion and the route is not on the allowlist; NO_ACTIVE_ORGANIZATION: the session has no active organization; MFA_REQUIRED: the organization requires multi-factor sessions; message `Multi-factor authentication required`; INSUFFICIENT_PERMISSIONS: the caller lacks a permission the route needs, or one it tries to grant (a role, an invitation, API-key scopes; `details` name them) (and NOT_OWNER where the route says so) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -769,7 +769,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -779,7 +779,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -797,7 +797,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -807,7 +807,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -889,7 +889,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description FORBIDDEN (a cookie-bearing state change from an origin other than the app's), ACCOUNT_SCHEDULED_FOR_DELETION, NO_ACTIVE_ORGANIZATION, MFA_REQUIRED (the organization requires multi-factor sessions; message `Multi-factor authentication required`), INSUFFICIENT_PERMISSIONS (and NOT_OWNER where the route says so) */
+                /** @description FORBIDDEN: a cookie-bearing state change from an origin other than the app's; ACCOUNT_SCHEDULED_FOR_DELETION: the account is scheduled for deletion and the route is not on the allowlist; NO_ACTIVE_ORGANIZATION: the session has no active organization; MFA_REQUIRED: the organization requires multi-factor sessions; message `Multi-factor authentication required`; INSUFFICIENT_PERMISSIONS: the caller lacks a permission the route needs, or one it tries to grant (a role, an invitation, API-key scopes; `details` name them) (and NOT_OWNER where the route says so) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -899,7 +899,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description NOT_FOUND: unknown id, or one of another organization */
+                /** @description NOT_FOUND: an unknown id, and also an id of another organization (never revealing that it exists) */
                 404: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -909,7 +909,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE, TARGET_NOT_ADMIN or QUOTA_EXCEEDED where the route can cause them */
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -919,7 +919,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -929,7 +929,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description UNSUPPORTED_MEDIA_TYPE: body is not JSON */
+                /** @description UNSUPPORTED_MEDIA_TYPE: a body that is not JSON on a JSON route */
                 415: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -939,7 +939,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -957,7 +957,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -967,7 +967,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -1048,7 +1048,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description FORBIDDEN (a cookie-bearing state change from an origin other than the app's), ACCOUNT_SCHEDULED_FOR_DELETION, NO_ACTIVE_ORGANIZATION, MFA_REQUIRED (the organization requires multi-factor sessions; message `Multi-factor authentication required`), INSUFFICIENT_PERMISSIONS (and NOT_OWNER where the route says so) */
+                /** @description FORBIDDEN: a cookie-bearing state change from an origin other than the app's; ACCOUNT_SCHEDULED_FOR_DELETION: the account is scheduled for deletion and the route is not on the allowlist; NO_ACTIVE_ORGANIZATION: the session has no active organization; MFA_REQUIRED: the organization requires multi-factor sessions; message `Multi-factor authentication required`; INSUFFICIENT_PERMISSIONS: the caller lacks a permission the route needs, or one it tries to grant (a role, an invitation, API-key scopes; `details` name them) (and NOT_OWNER where the route says so) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -1058,7 +1058,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description NOT_FOUND: unknown id, or one of another organization */
+                /** @description NOT_FOUND: an unknown id, and also an id of another organization (never revealing that it exists) */
                 404: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -1068,7 +1068,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE, TARGET_NOT_ADMIN or QUOTA_EXCEEDED where the route can cause them */
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -1078,7 +1078,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -1088,7 +1088,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description UNSUPPORTED_MEDIA_TYPE: body is not JSON */
+                /** @description UNSUPPORTED_MEDIA_TYPE: a body that is not JSON on a JSON route */
                 415: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -1098,7 +1098,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -1116,7 +1116,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -1126,7 +1126,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -1200,7 +1200,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description FORBIDDEN (an API key; a cookie-bearing state change from an origin other than the app's), ACCOUNT_SCHEDULED_FOR_DELETION, NO_ACTIVE_ORGANIZATION, MFA_REQUIRED (the organization requires multi-factor sessions; message `Multi-factor authentication required`), INSUFFICIENT_PERMISSIONS, STEP_UP_REQUIRED (a sensitive action: the session has not proved every factor of its account within STEP_UP_MAX_AGE; message `Recent authentication required`; `POST /api/session/step-up` renews it) (and NOT_OWNER where the route says so) */
+                /** @description FORBIDDEN: an API key; a cookie-bearing state change from an origin other than the app's; ACCOUNT_SCHEDULED_FOR_DELETION: the account is scheduled for deletion and the route is not on the allowlist; NO_ACTIVE_ORGANIZATION: the session has no active organization; MFA_REQUIRED: the organization requires multi-factor sessions; message `Multi-factor authentication required`; INSUFFICIENT_PERMISSIONS: the caller lacks a permission the route needs, or one it tries to grant (a role, an invitation, API-key scopes; `details` name them); STEP_UP_REQUIRED: a sensitive action: the session has not proved every factor of its account within STEP_UP_MAX_AGE; message `Recent authentication required`; `POST /api/session/step-up` renews it (and NOT_OWNER where the route says so) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -1210,7 +1210,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE, TARGET_NOT_ADMIN or QUOTA_EXCEEDED where the route can cause them */
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -1220,7 +1220,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -1230,7 +1230,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description UNSUPPORTED_MEDIA_TYPE: body is not JSON */
+                /** @description UNSUPPORTED_MEDIA_TYPE: a body that is not JSON on a JSON route */
                 415: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -1240,7 +1240,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -1258,7 +1258,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -1268,7 +1268,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -1333,7 +1333,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description ACCOUNT_SCHEDULED_FOR_DELETION, NO_ACTIVE_ORGANIZATION, MFA_REQUIRED (the organization requires multi-factor sessions; message `Multi-factor authentication required`), INSUFFICIENT_PERMISSIONS (and NOT_OWNER where the route says so) */
+                /** @description ACCOUNT_SCHEDULED_FOR_DELETION: the account is scheduled for deletion and the route is not on the allowlist; NO_ACTIVE_ORGANIZATION: the session has no active organization; MFA_REQUIRED: the organization requires multi-factor sessions; message `Multi-factor authentication required`; INSUFFICIENT_PERMISSIONS: the caller lacks a permission the route needs, or one it tries to grant (a role, an invitation, API-key scopes; `details` name them) (and NOT_OWNER where the route says so) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -1343,7 +1343,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -1353,7 +1353,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -1371,7 +1371,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -1381,7 +1381,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -1438,7 +1438,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description FORBIDDEN (a cookie-bearing state change from an origin other than the app's), ACCOUNT_SCHEDULED_FOR_DELETION, NO_ACTIVE_ORGANIZATION, MFA_REQUIRED (the organization requires multi-factor sessions; message `Multi-factor authentication required`), INSUFFICIENT_PERMISSIONS (and NOT_OWNER where the route says so) */
+                /** @description FORBIDDEN: a cookie-bearing state change from an origin other than the app's; ACCOUNT_SCHEDULED_FOR_DELETION: the account is scheduled for deletion and the route is not on the allowlist; NO_ACTIVE_ORGANIZATION: the session has no active organization; MFA_REQUIRED: the organization requires multi-factor sessions; message `Multi-factor authentication required`; INSUFFICIENT_PERMISSIONS: the caller lacks a permission the route needs, or one it tries to grant (a role, an invitation, API-key scopes; `details` name them) (and NOT_OWNER where the route says so) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -1448,7 +1448,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE, TARGET_NOT_ADMIN or QUOTA_EXCEEDED where the route can cause them */
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -1458,7 +1458,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -1468,7 +1468,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description UNSUPPORTED_MEDIA_TYPE: body is not JSON */
+                /** @description UNSUPPORTED_MEDIA_TYPE: a body that is not JSON on a JSON route */
                 415: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -1478,7 +1478,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -1496,7 +1496,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -1506,7 +1506,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -1582,7 +1582,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description FORBIDDEN (a cookie-bearing state change from an origin other than the app's), ACCOUNT_SCHEDULED_FOR_DELETION, NO_ACTIVE_ORGANIZATION, MFA_REQUIRED (the organization requires multi-factor sessions; message `Multi-factor authentication required`), INSUFFICIENT_PERMISSIONS (and NOT_OWNER where the route says so) */
+                /** @description FORBIDDEN: a cookie-bearing state change from an origin other than the app's; ACCOUNT_SCHEDULED_FOR_DELETION: the account is scheduled for deletion and the route is not on the allowlist; NO_ACTIVE_ORGANIZATION: the session has no active organization; MFA_REQUIRED: the organization requires multi-factor sessions; message `Multi-factor authentication required`; INSUFFICIENT_PERMISSIONS: the caller lacks a permission the route needs, or one it tries to grant (a role, an invitation, API-key scopes; `details` name them) (and NOT_OWNER where the route says so) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -1592,7 +1592,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description NOT_FOUND: unknown id, or one of another organization */
+                /** @description NOT_FOUND: an unknown id, and also an id of another organization (never revealing that it exists) */
                 404: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -1602,7 +1602,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE, TARGET_NOT_ADMIN or QUOTA_EXCEEDED where the route can cause them */
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -1612,7 +1612,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -1622,7 +1622,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -1640,7 +1640,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -1650,7 +1650,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -1710,7 +1710,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description FORBIDDEN (a cookie-bearing state change from an origin other than the app's), ACCOUNT_SCHEDULED_FOR_DELETION, NO_ACTIVE_ORGANIZATION, MFA_REQUIRED (the organization requires multi-factor sessions; message `Multi-factor authentication required`), INSUFFICIENT_PERMISSIONS (and NOT_OWNER where the route says so) */
+                /** @description FORBIDDEN: a cookie-bearing state change from an origin other than the app's; ACCOUNT_SCHEDULED_FOR_DELETION: the account is scheduled for deletion and the route is not on the allowlist; NO_ACTIVE_ORGANIZATION: the session has no active organization; MFA_REQUIRED: the organization requires multi-factor sessions; message `Multi-factor authentication required`; INSUFFICIENT_PERMISSIONS: the caller lacks a permission the route needs, or one it tries to grant (a role, an invitation, API-key scopes; `details` name them) (and NOT_OWNER where the route says so) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -1720,7 +1720,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description NOT_FOUND: unknown id, or one of another organization */
+                /** @description NOT_FOUND: an unknown id, and also an id of another organization (never revealing that it exists) */
                 404: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -1730,7 +1730,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE, TARGET_NOT_ADMIN or QUOTA_EXCEEDED where the route can cause them */
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -1740,7 +1740,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -1750,7 +1750,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description UNSUPPORTED_MEDIA_TYPE: body is not JSON */
+                /** @description UNSUPPORTED_MEDIA_TYPE: a body that is not JSON on a JSON route */
                 415: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -1760,7 +1760,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -1778,7 +1778,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -1788,7 +1788,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -1849,7 +1849,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description ACCOUNT_SCHEDULED_FOR_DELETION, NO_ACTIVE_ORGANIZATION, MFA_REQUIRED (the organization requires multi-factor sessions; message `Multi-factor authentication required`), INSUFFICIENT_PERMISSIONS (and NOT_OWNER where the route says so) */
+                /** @description ACCOUNT_SCHEDULED_FOR_DELETION: the account is scheduled for deletion and the route is not on the allowlist; NO_ACTIVE_ORGANIZATION: the session has no active organization; MFA_REQUIRED: the organization requires multi-factor sessions; message `Multi-factor authentication required`; INSUFFICIENT_PERMISSIONS: the caller lacks a permission the route needs, or one it tries to grant (a role, an invitation, API-key scopes; `details` name them) (and NOT_OWNER where the route says so) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -1859,7 +1859,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -1869,7 +1869,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -1887,7 +1887,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -1897,7 +1897,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -1954,7 +1954,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description FORBIDDEN (an API key; a cookie-bearing state change from an origin other than the app's), ACCOUNT_SCHEDULED_FOR_DELETION, NO_ACTIVE_ORGANIZATION, MFA_REQUIRED (the organization requires multi-factor sessions; message `Multi-factor authentication required`), INSUFFICIENT_PERMISSIONS, STEP_UP_REQUIRED (a sensitive action: the session has not proved every factor of its account within STEP_UP_MAX_AGE; message `Recent authentication required`; `POST /api/session/step-up` renews it) (and NOT_OWNER where the route says so) */
+                /** @description FORBIDDEN: an API key; a cookie-bearing state change from an origin other than the app's; ACCOUNT_SCHEDULED_FOR_DELETION: the account is scheduled for deletion and the route is not on the allowlist; NO_ACTIVE_ORGANIZATION: the session has no active organization; MFA_REQUIRED: the organization requires multi-factor sessions; message `Multi-factor authentication required`; INSUFFICIENT_PERMISSIONS: the caller lacks a permission the route needs, or one it tries to grant (a role, an invitation, API-key scopes; `details` name them); STEP_UP_REQUIRED: a sensitive action: the session has not proved every factor of its account within STEP_UP_MAX_AGE; message `Recent authentication required`; `POST /api/session/step-up` renews it (and NOT_OWNER where the route says so) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -1964,7 +1964,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE, TARGET_NOT_ADMIN or QUOTA_EXCEEDED where the route can cause them */
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -1974,7 +1974,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -1984,7 +1984,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description UNSUPPORTED_MEDIA_TYPE: body is not JSON */
+                /** @description UNSUPPORTED_MEDIA_TYPE: a body that is not JSON on a JSON route */
                 415: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -1994,7 +1994,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -2012,7 +2012,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -2022,7 +2022,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -2099,7 +2099,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description FORBIDDEN (a cookie-bearing state change from an origin other than the app's), ACCOUNT_SCHEDULED_FOR_DELETION, NO_ACTIVE_ORGANIZATION, MFA_REQUIRED (the organization requires multi-factor sessions; message `Multi-factor authentication required`), INSUFFICIENT_PERMISSIONS (and NOT_OWNER where the route says so) */
+                /** @description FORBIDDEN: a cookie-bearing state change from an origin other than the app's; ACCOUNT_SCHEDULED_FOR_DELETION: the account is scheduled for deletion and the route is not on the allowlist; NO_ACTIVE_ORGANIZATION: the session has no active organization; MFA_REQUIRED: the organization requires multi-factor sessions; message `Multi-factor authentication required`; INSUFFICIENT_PERMISSIONS: the caller lacks a permission the route needs, or one it tries to grant (a role, an invitation, API-key scopes; `details` name them) (and NOT_OWNER where the route says so) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -2109,7 +2109,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description NOT_FOUND: unknown id, or one of another organization */
+                /** @description NOT_FOUND: an unknown id, and also an id of another organization (never revealing that it exists) */
                 404: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -2119,7 +2119,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE, TARGET_NOT_ADMIN or QUOTA_EXCEEDED where the route can cause them */
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -2129,7 +2129,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -2139,7 +2139,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -2157,7 +2157,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -2167,7 +2167,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -2237,7 +2237,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description ACCOUNT_SCHEDULED_FOR_DELETION, NO_ACTIVE_ORGANIZATION, MFA_REQUIRED (the organization requires multi-factor sessions; message `Multi-factor authentication required`), INSUFFICIENT_PERMISSIONS (and NOT_OWNER where the route says so) */
+                /** @description ACCOUNT_SCHEDULED_FOR_DELETION: the account is scheduled for deletion and the route is not on the allowlist; NO_ACTIVE_ORGANIZATION: the session has no active organization; MFA_REQUIRED: the organization requires multi-factor sessions; message `Multi-factor authentication required`; INSUFFICIENT_PERMISSIONS: the caller lacks a permission the route needs, or one it tries to grant (a role, an invitation, API-key scopes; `details` name them) (and NOT_OWNER where the route says so) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -2247,7 +2247,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -2257,7 +2257,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -2275,7 +2275,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -2285,7 +2285,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -2352,7 +2352,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description ACCOUNT_SCHEDULED_FOR_DELETION, NO_ACTIVE_ORGANIZATION, MFA_REQUIRED (the organization requires multi-factor sessions; message `Multi-factor authentication required`), INSUFFICIENT_PERMISSIONS (and NOT_OWNER where the route says so) */
+                /** @description ACCOUNT_SCHEDULED_FOR_DELETION: the account is scheduled for deletion and the route is not on the allowlist; NO_ACTIVE_ORGANIZATION: the session has no active organization; MFA_REQUIRED: the organization requires multi-factor sessions; message `Multi-factor authentication required`; INSUFFICIENT_PERMISSIONS: the caller lacks a permission the route needs, or one it tries to grant (a role, an invitation, API-key scopes; `details` name them) (and NOT_OWNER where the route says so) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -2362,7 +2362,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -2372,7 +2372,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -2390,7 +2390,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -2400,7 +2400,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -2464,7 +2464,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description FORBIDDEN (an API key; a cookie-bearing state change from an origin other than the app's), ACCOUNT_SCHEDULED_FOR_DELETION, NO_ACTIVE_ORGANIZATION, MFA_REQUIRED (the organization requires multi-factor sessions; message `Multi-factor authentication required`), INSUFFICIENT_PERMISSIONS, STEP_UP_REQUIRED (a sensitive action: the session has not proved every factor of its account within STEP_UP_MAX_AGE; message `Recent authentication required`; `POST /api/session/step-up` renews it) (and NOT_OWNER where the route says so) */
+                /** @description FORBIDDEN: an API key; a cookie-bearing state change from an origin other than the app's; ACCOUNT_SCHEDULED_FOR_DELETION: the account is scheduled for deletion and the route is not on the allowlist; NO_ACTIVE_ORGANIZATION: the session has no active organization; MFA_REQUIRED: the organization requires multi-factor sessions; message `Multi-factor authentication required`; INSUFFICIENT_PERMISSIONS: the caller lacks a permission the route needs, or one it tries to grant (a role, an invitation, API-key scopes; `details` name them); STEP_UP_REQUIRED: a sensitive action: the session has not proved every factor of its account within STEP_UP_MAX_AGE; message `Recent authentication required`; `POST /api/session/step-up` renews it (and NOT_OWNER where the route says so) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -2474,7 +2474,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE, TARGET_NOT_ADMIN or QUOTA_EXCEEDED where the route can cause them */
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -2484,7 +2484,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -2494,7 +2494,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description UNSUPPORTED_MEDIA_TYPE: body is not JSON */
+                /** @description UNSUPPORTED_MEDIA_TYPE: a body that is not JSON on a JSON route */
                 415: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -2504,7 +2504,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -2522,7 +2522,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -2532,7 +2532,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -2593,7 +2593,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description ACCOUNT_SCHEDULED_FOR_DELETION, NO_ACTIVE_ORGANIZATION, MFA_REQUIRED (the organization requires multi-factor sessions; message `Multi-factor authentication required`), INSUFFICIENT_PERMISSIONS (and NOT_OWNER where the route says so) */
+                /** @description ACCOUNT_SCHEDULED_FOR_DELETION: the account is scheduled for deletion and the route is not on the allowlist; NO_ACTIVE_ORGANIZATION: the session has no active organization; MFA_REQUIRED: the organization requires multi-factor sessions; message `Multi-factor authentication required`; INSUFFICIENT_PERMISSIONS: the caller lacks a permission the route needs, or one it tries to grant (a role, an invitation, API-key scopes; `details` name them) (and NOT_OWNER where the route says so) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -2603,7 +2603,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -2613,7 +2613,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -2631,7 +2631,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -2641,7 +2641,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -2698,7 +2698,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description FORBIDDEN (an API key; a cookie-bearing state change from an origin other than the app's), ACCOUNT_SCHEDULED_FOR_DELETION, NO_ACTIVE_ORGANIZATION, MFA_REQUIRED (the organization requires multi-factor sessions; message `Multi-factor authentication required`), INSUFFICIENT_PERMISSIONS (and NOT_OWNER where the route says so) */
+                /** @description FORBIDDEN: an API key; a cookie-bearing state change from an origin other than the app's; ACCOUNT_SCHEDULED_FOR_DELETION: the account is scheduled for deletion and the route is not on the allowlist; NO_ACTIVE_ORGANIZATION: the session has no active organization; MFA_REQUIRED: the organization requires multi-factor sessions; message `Multi-factor authentication required`; INSUFFICIENT_PERMISSIONS: the caller lacks a permission the route needs, or one it tries to grant (a role, an invitation, API-key scopes; `details` name them) (and NOT_OWNER where the route says so) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -2718,7 +2718,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -2728,7 +2728,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description UNSUPPORTED_MEDIA_TYPE: body is not JSON */
+                /** @description UNSUPPORTED_MEDIA_TYPE: a body that is not JSON on a JSON route */
                 415: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -2738,7 +2738,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -2756,7 +2756,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -2766,7 +2766,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -2841,7 +2841,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description FORBIDDEN (a cookie-bearing state change from an origin other than the app's), ACCOUNT_SCHEDULED_FOR_DELETION, NO_ACTIVE_ORGANIZATION, MFA_REQUIRED (the organization requires multi-factor sessions; message `Multi-factor authentication required`), INSUFFICIENT_PERMISSIONS (and NOT_OWNER where the route says so) */
+                /** @description FORBIDDEN: a cookie-bearing state change from an origin other than the app's; ACCOUNT_SCHEDULED_FOR_DELETION: the account is scheduled for deletion and the route is not on the allowlist; NO_ACTIVE_ORGANIZATION: the session has no active organization; MFA_REQUIRED: the organization requires multi-factor sessions; message `Multi-factor authentication required`; INSUFFICIENT_PERMISSIONS: the caller lacks a permission the route needs, or one it tries to grant (a role, an invitation, API-key scopes; `details` name them) (and NOT_OWNER where the route says so) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -2851,7 +2851,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description NOT_FOUND: unknown id, or one of another organization */
+                /** @description NOT_FOUND: an unknown id, and also an id of another organization (never revealing that it exists) */
                 404: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -2861,7 +2861,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE, TARGET_NOT_ADMIN or QUOTA_EXCEEDED where the route can cause them */
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -2871,7 +2871,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -2881,7 +2881,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -2899,7 +2899,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -2909,7 +2909,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -2972,7 +2972,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description FORBIDDEN (a cookie-bearing state change from an origin other than the app's), ACCOUNT_SCHEDULED_FOR_DELETION, NO_ACTIVE_ORGANIZATION, MFA_REQUIRED (the organization requires multi-factor sessions; message `Multi-factor authentication required`), INSUFFICIENT_PERMISSIONS (and NOT_OWNER where the route says so) */
+                /** @description FORBIDDEN: a cookie-bearing state change from an origin other than the app's; ACCOUNT_SCHEDULED_FOR_DELETION: the account is scheduled for deletion and the route is not on the allowlist; NO_ACTIVE_ORGANIZATION: the session has no active organization; MFA_REQUIRED: the organization requires multi-factor sessions; message `Multi-factor authentication required`; INSUFFICIENT_PERMISSIONS: the caller lacks a permission the route needs, or one it tries to grant (a role, an invitation, API-key scopes; `details` name them) (and NOT_OWNER where the route says so) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -2982,7 +2982,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description NOT_FOUND: unknown id, or one of another organization */
+                /** @description NOT_FOUND: an unknown id, and also an id of another organization (never revealing that it exists) */
                 404: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -2992,7 +2992,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE, TARGET_NOT_ADMIN or QUOTA_EXCEEDED where the route can cause them */
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -3002,7 +3002,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -3012,7 +3012,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description UNSUPPORTED_MEDIA_TYPE: body is not JSON */
+                /** @description UNSUPPORTED_MEDIA_TYPE: a body that is not JSON on a JSON route */
                 415: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -3022,7 +3022,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -3040,7 +3040,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -3050,7 +3050,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -3119,7 +3119,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description FORBIDDEN (an API key; a cookie-bearing state change from an origin other than the app's), ACCOUNT_SCHEDULED_FOR_DELETION, NO_ACTIVE_ORGANIZATION, MFA_REQUIRED (the organization requires multi-factor sessions; message `Multi-factor authentication required`), INSUFFICIENT_PERMISSIONS (and NOT_OWNER where the route says so) */
+                /** @description FORBIDDEN: an API key; a cookie-bearing state change from an origin other than the app's; ACCOUNT_SCHEDULED_FOR_DELETION: the account is scheduled for deletion and the route is not on the allowlist; NO_ACTIVE_ORGANIZATION: the session has no active organization; MFA_REQUIRED: the organization requires multi-factor sessions; message `Multi-factor authentication required`; INSUFFICIENT_PERMISSIONS: the caller lacks a permission the route needs, or one it tries to grant (a role, an invitation, API-key scopes; `details` name them) (and NOT_OWNER where the route says so) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -3129,7 +3129,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description NOT_FOUND: unknown id, or one of another organization */
+                /** @description NOT_FOUND: an unknown id, and also an id of another organization (never revealing that it exists) */
                 404: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -3139,7 +3139,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE, TARGET_NOT_ADMIN or QUOTA_EXCEEDED where the route can cause them */
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -3149,7 +3149,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -3159,7 +3159,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -3177,7 +3177,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -3187,7 +3187,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -3259,7 +3259,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description FORBIDDEN (a cookie-bearing state change from an origin other than the app's), ACCOUNT_SCHEDULED_FOR_DELETION, NO_ACTIVE_ORGANIZATION, MFA_REQUIRED (the organization requires multi-factor sessions; message `Multi-factor authentication required`), INSUFFICIENT_PERMISSIONS (and NOT_OWNER where the route says so) */
+                /** @description FORBIDDEN: a cookie-bearing state change from an origin other than the app's; ACCOUNT_SCHEDULED_FOR_DELETION: the account is scheduled for deletion and the route is not on the allowlist; NO_ACTIVE_ORGANIZATION: the session has no active organization; MFA_REQUIRED: the organization requires multi-factor sessions; message `Multi-factor authentication required`; INSUFFICIENT_PERMISSIONS: the caller lacks a permission the route needs, or one it tries to grant (a role, an invitation, API-key scopes; `details` name them) (and NOT_OWNER where the route says so) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -3269,7 +3269,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description NOT_FOUND: unknown id, or one of another organization */
+                /** @description NOT_FOUND: an unknown id, and also an id of another organization (never revealing that it exists) */
                 404: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -3279,7 +3279,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE, TARGET_NOT_ADMIN or QUOTA_EXCEEDED where the route can cause them */
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -3289,7 +3289,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -3299,7 +3299,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -3317,7 +3317,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -3327,7 +3327,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -3400,7 +3400,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description ACCOUNT_SCHEDULED_FOR_DELETION, NO_ACTIVE_ORGANIZATION, MFA_REQUIRED (the organization requires multi-factor sessions; message `Multi-factor authentication required`), INSUFFICIENT_PERMISSIONS (and NOT_OWNER where the route says so) */
+                /** @description ACCOUNT_SCHEDULED_FOR_DELETION: the account is scheduled for deletion and the route is not on the allowlist; NO_ACTIVE_ORGANIZATION: the session has no active organization; MFA_REQUIRED: the organization requires multi-factor sessions; message `Multi-factor authentication required`; INSUFFICIENT_PERMISSIONS: the caller lacks a permission the route needs, or one it tries to grant (a role, an invitation, API-key scopes; `details` name them) (and NOT_OWNER where the route says so) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -3410,7 +3410,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description NOT_FOUND: unknown id, or one of another organization */
+                /** @description NOT_FOUND: an unknown id, and also an id of another organization (never revealing that it exists) */
                 404: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -3420,7 +3420,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -3430,7 +3430,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -3448,7 +3448,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -3458,7 +3458,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -3535,7 +3535,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -3545,7 +3545,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -3563,7 +3563,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -3573,7 +3573,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -3647,7 +3647,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description FORBIDDEN (a cookie-bearing state change from an origin other than the app's), ACCOUNT_SCHEDULED_FOR_DELETION, STEP_UP_REQUIRED (a sensitive action: the session has not proved every factor of its account within STEP_UP_MAX_AGE; message `Recent authentication required`; `POST /api/session/step-up` renews it) (and NOT_OWNER where the route says so) */
+                /** @description FORBIDDEN: a cookie-bearing state change from an origin other than the app's; ACCOUNT_SCHEDULED_FOR_DELETION: the account is scheduled for deletion and the route is not on the allowlist; STEP_UP_REQUIRED: a sensitive action: the session has not proved every factor of its account within STEP_UP_MAX_AGE; message `Recent authentication required`; `POST /api/session/step-up` renews it (and NOT_OWNER where the route says so) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -3657,7 +3657,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE, TARGET_NOT_ADMIN or QUOTA_EXCEEDED where the route can cause them */
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -3667,7 +3667,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -3677,7 +3677,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -3695,7 +3695,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -3705,7 +3705,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -3772,7 +3772,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description FORBIDDEN (a cookie-bearing state change from an origin other than the app's) (and NOT_OWNER where the route says so) */
+                /** @description FORBIDDEN: a cookie-bearing state change from an origin other than the app's (and NOT_OWNER where the route says so) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -3782,7 +3782,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE, TARGET_NOT_ADMIN or QUOTA_EXCEEDED where the route can cause them */
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -3792,7 +3792,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -3802,7 +3802,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -3820,7 +3820,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -3830,7 +3830,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -3965,7 +3965,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -3975,7 +3975,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -3993,7 +3993,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -4003,7 +4003,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -4079,7 +4079,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description FORBIDDEN (a cookie-bearing state change from an origin other than the app's), STEP_UP_REQUIRED (a sensitive action: the session has not proved every factor of its account within STEP_UP_MAX_AGE; message `Recent authentication required`; `POST /api/session/step-up` renews it) (and NOT_OWNER where the route says so) */
+                /** @description FORBIDDEN: a cookie-bearing state change from an origin other than the app's; STEP_UP_REQUIRED: a sensitive action: the session has not proved every factor of its account within STEP_UP_MAX_AGE; message `Recent authentication required`; `POST /api/session/step-up` renews it (and NOT_OWNER where the route says so) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -4089,7 +4089,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE, TARGET_NOT_ADMIN or QUOTA_EXCEEDED where the route can cause them */
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -4099,7 +4099,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -4109,7 +4109,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description UNSUPPORTED_MEDIA_TYPE: body is not JSON */
+                /** @description UNSUPPORTED_MEDIA_TYPE: a body that is not JSON on a JSON route */
                 415: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -4119,7 +4119,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -4137,7 +4137,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -4147,7 +4147,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -4227,7 +4227,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -4237,7 +4237,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -4255,7 +4255,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -4265,7 +4265,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -4367,7 +4367,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -4377,7 +4377,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description UNSUPPORTED_MEDIA_TYPE: body is not JSON */
+                /** @description UNSUPPORTED_MEDIA_TYPE: a body that is not JSON on a JSON route */
                 415: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -4387,7 +4387,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -4405,7 +4405,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -4415,7 +4415,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -4518,7 +4518,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -4528,7 +4528,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description UNSUPPORTED_MEDIA_TYPE: body is not JSON */
+                /** @description UNSUPPORTED_MEDIA_TYPE: a body that is not JSON on a JSON route */
                 415: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -4538,7 +4538,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -4556,7 +4556,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -4566,7 +4566,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -4665,7 +4665,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -4675,7 +4675,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description UNSUPPORTED_MEDIA_TYPE: body is not JSON */
+                /** @description UNSUPPORTED_MEDIA_TYPE: a body that is not JSON on a JSON route */
                 415: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -4685,7 +4685,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -4703,7 +4703,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -4713,7 +4713,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -4808,7 +4808,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -4818,7 +4818,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -4836,7 +4836,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -4846,7 +4846,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -4929,7 +4929,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -4939,7 +4939,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -4957,7 +4957,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -4967,7 +4967,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -5066,7 +5066,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -5076,7 +5076,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description UNSUPPORTED_MEDIA_TYPE: body is not JSON */
+                /** @description UNSUPPORTED_MEDIA_TYPE: a body that is not JSON on a JSON route */
                 415: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -5086,7 +5086,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -5104,7 +5104,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -5114,7 +5114,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -5207,7 +5207,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -5217,7 +5217,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -5235,7 +5235,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -5245,7 +5245,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -5340,7 +5340,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -5350,7 +5350,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -5368,7 +5368,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -5378,7 +5378,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -5476,7 +5476,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -5486,7 +5486,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description UNSUPPORTED_MEDIA_TYPE: body is not JSON */
+                /** @description UNSUPPORTED_MEDIA_TYPE: a body that is not JSON on a JSON route */
                 415: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -5496,7 +5496,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -5514,7 +5514,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -5524,7 +5524,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -5620,7 +5620,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -5630,7 +5630,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description UNSUPPORTED_MEDIA_TYPE: body is not JSON */
+                /** @description UNSUPPORTED_MEDIA_TYPE: a body that is not JSON on a JSON route */
                 415: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -5640,7 +5640,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -5658,7 +5658,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -5668,7 +5668,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -5764,7 +5764,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -5774,7 +5774,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description UNSUPPORTED_MEDIA_TYPE: body is not JSON */
+                /** @description UNSUPPORTED_MEDIA_TYPE: a body that is not JSON on a JSON route */
                 415: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -5784,7 +5784,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -5802,7 +5802,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -5812,7 +5812,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -5907,7 +5907,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -5917,7 +5917,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -5935,7 +5935,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -5945,7 +5945,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -6032,7 +6032,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -6042,7 +6042,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -6060,7 +6060,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -6070,7 +6070,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -6161,7 +6161,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -6171,7 +6171,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -6189,7 +6189,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -6199,7 +6199,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -6292,7 +6292,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -6302,7 +6302,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -6320,7 +6320,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -6330,7 +6330,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -6418,7 +6418,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -6428,7 +6428,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -6446,7 +6446,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -6456,7 +6456,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -6527,7 +6527,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description ACCOUNT_SCHEDULED_FOR_DELETION (and NOT_OWNER where the route says so); or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
+                /** @description ACCOUNT_SCHEDULED_FOR_DELETION: the account is scheduled for deletion and the route is not on the allowlist (and NOT_OWNER where the route says so); or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -6547,7 +6547,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -6557,7 +6557,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -6575,7 +6575,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -6585,7 +6585,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -6661,7 +6661,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description FORBIDDEN (a cookie-bearing state change from an origin other than the app's), ACCOUNT_SCHEDULED_FOR_DELETION (and NOT_OWNER where the route says so); or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
+                /** @description FORBIDDEN: a cookie-bearing state change from an origin other than the app's; ACCOUNT_SCHEDULED_FOR_DELETION: the account is scheduled for deletion and the route is not on the allowlist (and NOT_OWNER where the route says so); or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -6681,7 +6681,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE, TARGET_NOT_ADMIN or QUOTA_EXCEEDED where the route can cause them */
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -6691,7 +6691,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -6701,7 +6701,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description UNSUPPORTED_MEDIA_TYPE: body is not JSON */
+                /** @description UNSUPPORTED_MEDIA_TYPE: a body that is not JSON on a JSON route */
                 415: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -6711,7 +6711,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -6729,7 +6729,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -6739,7 +6739,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -6806,7 +6806,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description FORBIDDEN (a cookie-bearing state change from an origin other than the app's), ACCOUNT_SCHEDULED_FOR_DELETION (and NOT_OWNER where the route says so); or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
+                /** @description FORBIDDEN: a cookie-bearing state change from an origin other than the app's; ACCOUNT_SCHEDULED_FOR_DELETION: the account is scheduled for deletion and the route is not on the allowlist (and NOT_OWNER where the route says so); or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -6826,7 +6826,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE, TARGET_NOT_ADMIN or QUOTA_EXCEEDED where the route can cause them */
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -6836,7 +6836,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -6846,7 +6846,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -6864,7 +6864,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -6874,7 +6874,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -6941,7 +6941,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description FORBIDDEN (a cookie-bearing state change from an origin other than the app's), ACCOUNT_SCHEDULED_FOR_DELETION (and NOT_OWNER where the route says so); or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
+                /** @description FORBIDDEN: a cookie-bearing state change from an origin other than the app's; ACCOUNT_SCHEDULED_FOR_DELETION: the account is scheduled for deletion and the route is not on the allowlist (and NOT_OWNER where the route says so); or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -6961,7 +6961,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE, TARGET_NOT_ADMIN or QUOTA_EXCEEDED where the route can cause them */
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -6971,7 +6971,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -6981,7 +6981,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -6999,7 +6999,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -7009,7 +7009,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -7083,7 +7083,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description FORBIDDEN (a cookie-bearing state change from an origin other than the app's), ACCOUNT_SCHEDULED_FOR_DELETION (and NOT_OWNER where the route says so); or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
+                /** @description FORBIDDEN: a cookie-bearing state change from an origin other than the app's; ACCOUNT_SCHEDULED_FOR_DELETION: the account is scheduled for deletion and the route is not on the allowlist (and NOT_OWNER where the route says so); or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -7103,7 +7103,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE, TARGET_NOT_ADMIN or QUOTA_EXCEEDED where the route can cause them */
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -7113,7 +7113,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -7123,7 +7123,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description UNSUPPORTED_MEDIA_TYPE: body is not JSON */
+                /** @description UNSUPPORTED_MEDIA_TYPE: a body that is not JSON on a JSON route */
                 415: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -7133,7 +7133,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -7151,7 +7151,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -7161,7 +7161,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -7236,7 +7236,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description FORBIDDEN (a cookie-bearing state change from an origin other than the app's), ACCOUNT_SCHEDULED_FOR_DELETION, STEP_UP_REQUIRED (a sensitive action: the session has not proved every factor of its account within STEP_UP_MAX_AGE; message `Recent authentication required`; `POST /api/session/step-up` renews it) (and NOT_OWNER where the route says so); or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
+                /** @description FORBIDDEN: a cookie-bearing state change from an origin other than the app's; ACCOUNT_SCHEDULED_FOR_DELETION: the account is scheduled for deletion and the route is not on the allowlist; STEP_UP_REQUIRED: a sensitive action: the session has not proved every factor of its account within STEP_UP_MAX_AGE; message `Recent authentication required`; `POST /api/session/step-up` renews it (and NOT_OWNER where the route says so); or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -7256,7 +7256,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE, TARGET_NOT_ADMIN or QUOTA_EXCEEDED where the route can cause them */
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -7266,7 +7266,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -7276,7 +7276,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description UNSUPPORTED_MEDIA_TYPE: body is not JSON */
+                /** @description UNSUPPORTED_MEDIA_TYPE: a body that is not JSON on a JSON route */
                 415: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -7286,7 +7286,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -7304,7 +7304,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -7314,7 +7314,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -7387,7 +7387,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description FORBIDDEN (a cookie-bearing state change from an origin other than the app's), ACCOUNT_SCHEDULED_FOR_DELETION (and NOT_OWNER where the route says so); or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
+                /** @description FORBIDDEN: a cookie-bearing state change from an origin other than the app's; ACCOUNT_SCHEDULED_FOR_DELETION: the account is scheduled for deletion and the route is not on the allowlist (and NOT_OWNER where the route says so); or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -7407,7 +7407,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE, TARGET_NOT_ADMIN or QUOTA_EXCEEDED where the route can cause them */
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -7417,7 +7417,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -7427,7 +7427,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description UNSUPPORTED_MEDIA_TYPE: body is not JSON */
+                /** @description UNSUPPORTED_MEDIA_TYPE: a body that is not JSON on a JSON route */
                 415: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -7437,7 +7437,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -7455,7 +7455,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -7465,7 +7465,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -7536,7 +7536,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description ACCOUNT_SCHEDULED_FOR_DELETION (and NOT_OWNER where the route says so); or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
+                /** @description ACCOUNT_SCHEDULED_FOR_DELETION: the account is scheduled for deletion and the route is not on the allowlist (and NOT_OWNER where the route says so); or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -7556,7 +7556,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -7566,7 +7566,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -7584,7 +7584,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -7594,7 +7594,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -7673,7 +7673,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description FORBIDDEN (a cookie-bearing state change from an origin other than the app's), ACCOUNT_SCHEDULED_FOR_DELETION, STEP_UP_REQUIRED (a sensitive action: the session has not proved every factor of its account within STEP_UP_MAX_AGE; message `Recent authentication required`; `POST /api/session/step-up` renews it) (and NOT_OWNER where the route says so); or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
+                /** @description FORBIDDEN: a cookie-bearing state change from an origin other than the app's; ACCOUNT_SCHEDULED_FOR_DELETION: the account is scheduled for deletion and the route is not on the allowlist; STEP_UP_REQUIRED: a sensitive action: the session has not proved every factor of its account within STEP_UP_MAX_AGE; message `Recent authentication required`; `POST /api/session/step-up` renews it (and NOT_OWNER where the route says so); or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -7693,7 +7693,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE, TARGET_NOT_ADMIN or QUOTA_EXCEEDED where the route can cause them */
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -7703,7 +7703,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -7713,7 +7713,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description UNSUPPORTED_MEDIA_TYPE: body is not JSON */
+                /** @description UNSUPPORTED_MEDIA_TYPE: a body that is not JSON on a JSON route */
                 415: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -7723,7 +7723,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -7741,7 +7741,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -7751,7 +7751,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -7825,7 +7825,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description FORBIDDEN (a cookie-bearing state change from an origin other than the app's), ACCOUNT_SCHEDULED_FOR_DELETION, STEP_UP_REQUIRED (a sensitive action: the session has not proved every factor of its account within STEP_UP_MAX_AGE; message `Recent authentication required`; `POST /api/session/step-up` renews it) (and NOT_OWNER where the route says so); or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
+                /** @description FORBIDDEN: a cookie-bearing state change from an origin other than the app's; ACCOUNT_SCHEDULED_FOR_DELETION: the account is scheduled for deletion and the route is not on the allowlist; STEP_UP_REQUIRED: a sensitive action: the session has not proved every factor of its account within STEP_UP_MAX_AGE; message `Recent authentication required`; `POST /api/session/step-up` renews it (and NOT_OWNER where the route says so); or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -7845,7 +7845,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE, TARGET_NOT_ADMIN or QUOTA_EXCEEDED where the route can cause them */
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -7855,7 +7855,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -7865,7 +7865,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description UNSUPPORTED_MEDIA_TYPE: body is not JSON */
+                /** @description UNSUPPORTED_MEDIA_TYPE: a body that is not JSON on a JSON route */
                 415: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -7875,7 +7875,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -7893,7 +7893,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -7903,7 +7903,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -7981,7 +7981,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description FORBIDDEN (a cookie-bearing state change from an origin other than the app's), ACCOUNT_SCHEDULED_FOR_DELETION, STEP_UP_REQUIRED (a sensitive action: the session has not proved every factor of its account within STEP_UP_MAX_AGE; message `Recent authentication required`; `POST /api/session/step-up` renews it) (and NOT_OWNER where the route says so); or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
+                /** @description FORBIDDEN: a cookie-bearing state change from an origin other than the app's; ACCOUNT_SCHEDULED_FOR_DELETION: the account is scheduled for deletion and the route is not on the allowlist; STEP_UP_REQUIRED: a sensitive action: the session has not proved every factor of its account within STEP_UP_MAX_AGE; message `Recent authentication required`; `POST /api/session/step-up` renews it (and NOT_OWNER where the route says so); or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -8001,7 +8001,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE, TARGET_NOT_ADMIN or QUOTA_EXCEEDED where the route can cause them */
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -8011,7 +8011,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -8021,7 +8021,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description UNSUPPORTED_MEDIA_TYPE: body is not JSON */
+                /** @description UNSUPPORTED_MEDIA_TYPE: a body that is not JSON on a JSON route */
                 415: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -8031,7 +8031,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -8049,7 +8049,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -8059,7 +8059,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -8136,7 +8136,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description FORBIDDEN (a cookie-bearing state change from an origin other than the app's), ACCOUNT_SCHEDULED_FOR_DELETION, STEP_UP_REQUIRED (a sensitive action: the session has not proved every factor of its account within STEP_UP_MAX_AGE; message `Recent authentication required`; `POST /api/session/step-up` renews it) (and NOT_OWNER where the route says so); or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
+                /** @description FORBIDDEN: a cookie-bearing state change from an origin other than the app's; ACCOUNT_SCHEDULED_FOR_DELETION: the account is scheduled for deletion and the route is not on the allowlist; STEP_UP_REQUIRED: a sensitive action: the session has not proved every factor of its account within STEP_UP_MAX_AGE; message `Recent authentication required`; `POST /api/session/step-up` renews it (and NOT_OWNER where the route says so); or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -8156,7 +8156,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE, TARGET_NOT_ADMIN or QUOTA_EXCEEDED where the route can cause them */
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -8166,7 +8166,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -8176,7 +8176,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description UNSUPPORTED_MEDIA_TYPE: body is not JSON */
+                /** @description UNSUPPORTED_MEDIA_TYPE: a body that is not JSON on a JSON route */
                 415: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -8186,7 +8186,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -8204,7 +8204,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -8214,7 +8214,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -8309,7 +8309,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -8319,7 +8319,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description UNSUPPORTED_MEDIA_TYPE: body is not JSON */
+                /** @description UNSUPPORTED_MEDIA_TYPE: a body that is not JSON on a JSON route */
                 415: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -8329,7 +8329,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -8347,7 +8347,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -8357,7 +8357,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -8452,7 +8452,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -8462,7 +8462,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description UNSUPPORTED_MEDIA_TYPE: body is not JSON */
+                /** @description UNSUPPORTED_MEDIA_TYPE: a body that is not JSON on a JSON route */
                 415: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -8472,7 +8472,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -8490,7 +8490,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -8500,7 +8500,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -8577,7 +8577,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description FORBIDDEN (a cookie-bearing state change from an origin other than the app's), ACCOUNT_SCHEDULED_FOR_DELETION, STEP_UP_REQUIRED (a sensitive action: the session has not proved every factor of its account within STEP_UP_MAX_AGE; message `Recent authentication required`; `POST /api/session/step-up` renews it) (and NOT_OWNER where the route says so); or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
+                /** @description FORBIDDEN: a cookie-bearing state change from an origin other than the app's; ACCOUNT_SCHEDULED_FOR_DELETION: the account is scheduled for deletion and the route is not on the allowlist; STEP_UP_REQUIRED: a sensitive action: the session has not proved every factor of its account within STEP_UP_MAX_AGE; message `Recent authentication required`; `POST /api/session/step-up` renews it (and NOT_OWNER where the route says so); or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -8597,7 +8597,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE, TARGET_NOT_ADMIN or QUOTA_EXCEEDED where the route can cause them */
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -8607,7 +8607,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -8617,7 +8617,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description UNSUPPORTED_MEDIA_TYPE: body is not JSON */
+                /** @description UNSUPPORTED_MEDIA_TYPE: a body that is not JSON on a JSON route */
                 415: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -8627,7 +8627,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -8645,7 +8645,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -8655,7 +8655,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -8728,7 +8728,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description FORBIDDEN (a cookie-bearing state change from an origin other than the app's), ACCOUNT_SCHEDULED_FOR_DELETION, STEP_UP_REQUIRED (a sensitive action: the session has not proved every factor of its account within STEP_UP_MAX_AGE; message `Recent authentication required`; `POST /api/session/step-up` renews it) (and NOT_OWNER where the route says so); or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
+                /** @description FORBIDDEN: a cookie-bearing state change from an origin other than the app's; ACCOUNT_SCHEDULED_FOR_DELETION: the account is scheduled for deletion and the route is not on the allowlist; STEP_UP_REQUIRED: a sensitive action: the session has not proved every factor of its account within STEP_UP_MAX_AGE; message `Recent authentication required`; `POST /api/session/step-up` renews it (and NOT_OWNER where the route says so); or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -8748,7 +8748,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE, TARGET_NOT_ADMIN or QUOTA_EXCEEDED where the route can cause them */
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -8758,7 +8758,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -8768,7 +8768,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description UNSUPPORTED_MEDIA_TYPE: body is not JSON */
+                /** @description UNSUPPORTED_MEDIA_TYPE: a body that is not JSON on a JSON route */
                 415: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -8778,7 +8778,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -8796,7 +8796,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -8806,7 +8806,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -8874,7 +8874,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description ACCOUNT_SCHEDULED_FOR_DELETION, STEP_UP_REQUIRED (a sensitive action: the session has not proved every factor of its account within STEP_UP_MAX_AGE; message `Recent authentication required`; `POST /api/session/step-up` renews it) (and NOT_OWNER where the route says so); or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
+                /** @description ACCOUNT_SCHEDULED_FOR_DELETION: the account is scheduled for deletion and the route is not on the allowlist; STEP_UP_REQUIRED: a sensitive action: the session has not proved every factor of its account within STEP_UP_MAX_AGE; message `Recent authentication required`; `POST /api/session/step-up` renews it (and NOT_OWNER where the route says so); or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -8894,7 +8894,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -8904,7 +8904,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -8922,7 +8922,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -8932,7 +8932,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -9010,7 +9010,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description FORBIDDEN (a cookie-bearing state change from an origin other than the app's), ACCOUNT_SCHEDULED_FOR_DELETION, STEP_UP_REQUIRED (a sensitive action: the session has not proved every factor of its account within STEP_UP_MAX_AGE; message `Recent authentication required`; `POST /api/session/step-up` renews it) (and NOT_OWNER where the route says so); or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
+                /** @description FORBIDDEN: a cookie-bearing state change from an origin other than the app's; ACCOUNT_SCHEDULED_FOR_DELETION: the account is scheduled for deletion and the route is not on the allowlist; STEP_UP_REQUIRED: a sensitive action: the session has not proved every factor of its account within STEP_UP_MAX_AGE; message `Recent authentication required`; `POST /api/session/step-up` renews it (and NOT_OWNER where the route says so); or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -9030,7 +9030,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE, TARGET_NOT_ADMIN or QUOTA_EXCEEDED where the route can cause them */
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -9040,7 +9040,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -9050,7 +9050,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description UNSUPPORTED_MEDIA_TYPE: body is not JSON */
+                /** @description UNSUPPORTED_MEDIA_TYPE: a body that is not JSON on a JSON route */
                 415: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -9060,7 +9060,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -9078,7 +9078,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -9088,7 +9088,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -9173,7 +9173,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -9183,7 +9183,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -9201,7 +9201,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -9211,7 +9211,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -9308,7 +9308,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -9318,7 +9318,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description UNSUPPORTED_MEDIA_TYPE: body is not JSON */
+                /** @description UNSUPPORTED_MEDIA_TYPE: a body that is not JSON on a JSON route */
                 415: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -9328,7 +9328,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -9346,7 +9346,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -9356,7 +9356,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -9428,7 +9428,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description ACCOUNT_SCHEDULED_FOR_DELETION (and NOT_OWNER where the route says so); or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
+                /** @description ACCOUNT_SCHEDULED_FOR_DELETION: the account is scheduled for deletion and the route is not on the allowlist (and NOT_OWNER where the route says so); or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -9448,7 +9448,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -9458,7 +9458,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -9476,7 +9476,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -9486,7 +9486,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -9563,7 +9563,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description FORBIDDEN (a cookie-bearing state change from an origin other than the app's), ACCOUNT_SCHEDULED_FOR_DELETION (and NOT_OWNER where the route says so); or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
+                /** @description FORBIDDEN: a cookie-bearing state change from an origin other than the app's; ACCOUNT_SCHEDULED_FOR_DELETION: the account is scheduled for deletion and the route is not on the allowlist (and NOT_OWNER where the route says so); or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -9583,7 +9583,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE, TARGET_NOT_ADMIN or QUOTA_EXCEEDED where the route can cause them */
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -9593,7 +9593,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -9603,7 +9603,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description UNSUPPORTED_MEDIA_TYPE: body is not JSON */
+                /** @description UNSUPPORTED_MEDIA_TYPE: a body that is not JSON on a JSON route */
                 415: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -9613,7 +9613,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -9631,7 +9631,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -9641,7 +9641,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -9715,7 +9715,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description FORBIDDEN (a cookie-bearing state change from an origin other than the app's), ACCOUNT_SCHEDULED_FOR_DELETION, STEP_UP_REQUIRED (a sensitive action: the session has not proved every factor of its account within STEP_UP_MAX_AGE; message `Recent authentication required`; `POST /api/session/step-up` renews it) (and NOT_OWNER where the route says so); or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
+                /** @description FORBIDDEN: a cookie-bearing state change from an origin other than the app's; ACCOUNT_SCHEDULED_FOR_DELETION: the account is scheduled for deletion and the route is not on the allowlist; STEP_UP_REQUIRED: a sensitive action: the session has not proved every factor of its account within STEP_UP_MAX_AGE; message `Recent authentication required`; `POST /api/session/step-up` renews it (and NOT_OWNER where the route says so); or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -9735,7 +9735,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE, TARGET_NOT_ADMIN or QUOTA_EXCEEDED where the route can cause them */
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -9745,7 +9745,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -9755,7 +9755,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description UNSUPPORTED_MEDIA_TYPE: body is not JSON */
+                /** @description UNSUPPORTED_MEDIA_TYPE: a body that is not JSON on a JSON route */
                 415: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -9765,7 +9765,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -9783,7 +9783,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -9793,7 +9793,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -9872,7 +9872,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description FORBIDDEN (a cookie-bearing state change from an origin other than the app's), ACCOUNT_SCHEDULED_FOR_DELETION (and NOT_OWNER where the route says so); or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
+                /** @description FORBIDDEN: a cookie-bearing state change from an origin other than the app's; ACCOUNT_SCHEDULED_FOR_DELETION: the account is scheduled for deletion and the route is not on the allowlist (and NOT_OWNER where the route says so); or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -9892,7 +9892,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE, TARGET_NOT_ADMIN or QUOTA_EXCEEDED where the route can cause them */
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -9902,7 +9902,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -9912,7 +9912,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description UNSUPPORTED_MEDIA_TYPE: body is not JSON */
+                /** @description UNSUPPORTED_MEDIA_TYPE: a body that is not JSON on a JSON route */
                 415: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -9922,7 +9922,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -9940,7 +9940,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -9950,7 +9950,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -10023,7 +10023,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description FORBIDDEN (a cookie-bearing state change from an origin other than the app's), ACCOUNT_SCHEDULED_FOR_DELETION (and NOT_OWNER where the route says so); or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
+                /** @description FORBIDDEN: a cookie-bearing state change from an origin other than the app's; ACCOUNT_SCHEDULED_FOR_DELETION: the account is scheduled for deletion and the route is not on the allowlist (and NOT_OWNER where the route says so); or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -10043,7 +10043,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE, TARGET_NOT_ADMIN or QUOTA_EXCEEDED where the route can cause them */
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -10053,7 +10053,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -10063,7 +10063,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description UNSUPPORTED_MEDIA_TYPE: body is not JSON */
+                /** @description UNSUPPORTED_MEDIA_TYPE: a body that is not JSON on a JSON route */
                 415: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -10073,7 +10073,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -10091,7 +10091,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -10101,7 +10101,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -10166,7 +10166,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description ACCOUNT_SCHEDULED_FOR_DELETION (and NOT_OWNER where the route says so); or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
+                /** @description ACCOUNT_SCHEDULED_FOR_DELETION: the account is scheduled for deletion and the route is not on the allowlist (and NOT_OWNER where the route says so); or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -10186,7 +10186,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -10196,7 +10196,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -10214,7 +10214,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -10224,7 +10224,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -10300,7 +10300,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description FORBIDDEN (a cookie-bearing state change from an origin other than the app's), ACCOUNT_SCHEDULED_FOR_DELETION (and NOT_OWNER where the route says so); or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
+                /** @description FORBIDDEN: a cookie-bearing state change from an origin other than the app's; ACCOUNT_SCHEDULED_FOR_DELETION: the account is scheduled for deletion and the route is not on the allowlist (and NOT_OWNER where the route says so); or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -10320,7 +10320,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE, TARGET_NOT_ADMIN or QUOTA_EXCEEDED where the route can cause them */
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -10330,7 +10330,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -10340,7 +10340,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description UNSUPPORTED_MEDIA_TYPE: body is not JSON */
+                /** @description UNSUPPORTED_MEDIA_TYPE: a body that is not JSON on a JSON route */
                 415: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -10350,7 +10350,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -10368,7 +10368,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -10378,7 +10378,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -10460,7 +10460,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description FORBIDDEN (a cookie-bearing state change from an origin other than the app's), ACCOUNT_SCHEDULED_FOR_DELETION, NO_ACTIVE_ORGANIZATION, MFA_REQUIRED (the organization requires multi-factor sessions; message `Multi-factor authentication required`), INSUFFICIENT_PERMISSIONS (and NOT_OWNER where the route says so); or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
+                /** @description FORBIDDEN: a cookie-bearing state change from an origin other than the app's; ACCOUNT_SCHEDULED_FOR_DELETION: the account is scheduled for deletion and the route is not on the allowlist; NO_ACTIVE_ORGANIZATION: the session has no active organization; MFA_REQUIRED: the organization requires multi-factor sessions; message `Multi-factor authentication required`; INSUFFICIENT_PERMISSIONS: the caller lacks a permission the route needs, or one it tries to grant (a role, an invitation, API-key scopes; `details` name them) (and NOT_OWNER where the route says so); or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -10480,7 +10480,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE, TARGET_NOT_ADMIN or QUOTA_EXCEEDED where the route can cause them */
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -10490,7 +10490,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -10500,7 +10500,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description UNSUPPORTED_MEDIA_TYPE: body is not JSON */
+                /** @description UNSUPPORTED_MEDIA_TYPE: a body that is not JSON on a JSON route */
                 415: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -10510,7 +10510,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -10528,7 +10528,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -10538,7 +10538,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -10612,7 +10612,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description FORBIDDEN (an API key; a cookie-bearing state change from an origin other than the app's), ACCOUNT_SCHEDULED_FOR_DELETION, NO_ACTIVE_ORGANIZATION, MFA_REQUIRED (the organization requires multi-factor sessions; message `Multi-factor authentication required`), INSUFFICIENT_PERMISSIONS, STEP_UP_REQUIRED (a sensitive action: the session has not proved every factor of its account within STEP_UP_MAX_AGE; message `Recent authentication required`; `POST /api/session/step-up` renews it) (and NOT_OWNER where the route says so); or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
+                /** @description FORBIDDEN: an API key; a cookie-bearing state change from an origin other than the app's; ACCOUNT_SCHEDULED_FOR_DELETION: the account is scheduled for deletion and the route is not on the allowlist; NO_ACTIVE_ORGANIZATION: the session has no active organization; MFA_REQUIRED: the organization requires multi-factor sessions; message `Multi-factor authentication required`; INSUFFICIENT_PERMISSIONS: the caller lacks a permission the route needs, or one it tries to grant (a role, an invitation, API-key scopes; `details` name them); STEP_UP_REQUIRED: a sensitive action: the session has not proved every factor of its account within STEP_UP_MAX_AGE; message `Recent authentication required`; `POST /api/session/step-up` renews it (and NOT_OWNER where the route says so); or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -10632,7 +10632,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE, TARGET_NOT_ADMIN or QUOTA_EXCEEDED where the route can cause them */
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -10642,7 +10642,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -10652,7 +10652,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description UNSUPPORTED_MEDIA_TYPE: body is not JSON */
+                /** @description UNSUPPORTED_MEDIA_TYPE: a body that is not JSON on a JSON route */
                 415: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -10662,7 +10662,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -10680,7 +10680,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -10690,7 +10690,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -10758,7 +10758,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description ACCOUNT_SCHEDULED_FOR_DELETION, NO_ACTIVE_ORGANIZATION, MFA_REQUIRED (the organization requires multi-factor sessions; message `Multi-factor authentication required`), INSUFFICIENT_PERMISSIONS (and NOT_OWNER where the route says so); or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
+                /** @description ACCOUNT_SCHEDULED_FOR_DELETION: the account is scheduled for deletion and the route is not on the allowlist; NO_ACTIVE_ORGANIZATION: the session has no active organization; MFA_REQUIRED: the organization requires multi-factor sessions; message `Multi-factor authentication required`; INSUFFICIENT_PERMISSIONS: the caller lacks a permission the route needs, or one it tries to grant (a role, an invitation, API-key scopes; `details` name them) (and NOT_OWNER where the route says so); or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -10778,7 +10778,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -10788,7 +10788,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -10806,7 +10806,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -10816,7 +10816,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -10892,7 +10892,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description ACCOUNT_SCHEDULED_FOR_DELETION, NO_ACTIVE_ORGANIZATION, MFA_REQUIRED (the organization requires multi-factor sessions; message `Multi-factor authentication required`), INSUFFICIENT_PERMISSIONS (and NOT_OWNER where the route says so); or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
+                /** @description ACCOUNT_SCHEDULED_FOR_DELETION: the account is scheduled for deletion and the route is not on the allowlist; NO_ACTIVE_ORGANIZATION: the session has no active organization; MFA_REQUIRED: the organization requires multi-factor sessions; message `Multi-factor authentication required`; INSUFFICIENT_PERMISSIONS: the caller lacks a permission the route needs, or one it tries to grant (a role, an invitation, API-key scopes; `details` name them) (and NOT_OWNER where the route says so); or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -10912,7 +10912,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -10922,7 +10922,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -10940,7 +10940,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -10950,7 +10950,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -11032,7 +11032,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description ACCOUNT_SCHEDULED_FOR_DELETION, NO_ACTIVE_ORGANIZATION, MFA_REQUIRED (the organization requires multi-factor sessions; message `Multi-factor authentication required`), INSUFFICIENT_PERMISSIONS (and NOT_OWNER where the route says so); or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
+                /** @description ACCOUNT_SCHEDULED_FOR_DELETION: the account is scheduled for deletion and the route is not on the allowlist; NO_ACTIVE_ORGANIZATION: the session has no active organization; MFA_REQUIRED: the organization requires multi-factor sessions; message `Multi-factor authentication required`; INSUFFICIENT_PERMISSIONS: the caller lacks a permission the route needs, or one it tries to grant (a role, an invitation, API-key scopes; `details` name them) (and NOT_OWNER where the route says so); or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -11052,7 +11052,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -11062,7 +11062,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -11080,7 +11080,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -11090,7 +11090,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -11157,7 +11157,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description ACCOUNT_SCHEDULED_FOR_DELETION, NO_ACTIVE_ORGANIZATION, MFA_REQUIRED (the organization requires multi-factor sessions; message `Multi-factor authentication required`) (and NOT_OWNER where the route says so); or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
+                /** @description ACCOUNT_SCHEDULED_FOR_DELETION: the account is scheduled for deletion and the route is not on the allowlist; NO_ACTIVE_ORGANIZATION: the session has no active organization; MFA_REQUIRED: the organization requires multi-factor sessions; message `Multi-factor authentication required` (and NOT_OWNER where the route says so); or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -11177,7 +11177,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -11187,7 +11187,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -11205,7 +11205,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -11215,7 +11215,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -11290,7 +11290,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description ACCOUNT_SCHEDULED_FOR_DELETION, NO_ACTIVE_ORGANIZATION, MFA_REQUIRED (the organization requires multi-factor sessions; message `Multi-factor authentication required`) (and NOT_OWNER where the route says so); or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
+                /** @description ACCOUNT_SCHEDULED_FOR_DELETION: the account is scheduled for deletion and the route is not on the allowlist; NO_ACTIVE_ORGANIZATION: the session has no active organization; MFA_REQUIRED: the organization requires multi-factor sessions; message `Multi-factor authentication required` (and NOT_OWNER where the route says so); or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -11310,7 +11310,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -11320,7 +11320,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -11338,7 +11338,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -11348,7 +11348,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -11433,7 +11433,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description FORBIDDEN (a cookie-bearing state change from an origin other than the app's), ACCOUNT_SCHEDULED_FOR_DELETION, NO_ACTIVE_ORGANIZATION, MFA_REQUIRED (the organization requires multi-factor sessions; message `Multi-factor authentication required`) (and NOT_OWNER where the route says so); or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
+                /** @description FORBIDDEN: a cookie-bearing state change from an origin other than the app's; ACCOUNT_SCHEDULED_FOR_DELETION: the account is scheduled for deletion and the route is not on the allowlist; NO_ACTIVE_ORGANIZATION: the session has no active organization; MFA_REQUIRED: the organization requires multi-factor sessions; message `Multi-factor authentication required` (and NOT_OWNER where the route says so); or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -11453,7 +11453,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE, TARGET_NOT_ADMIN or QUOTA_EXCEEDED where the route can cause them */
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -11463,7 +11463,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -11473,7 +11473,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description UNSUPPORTED_MEDIA_TYPE: body is not JSON */
+                /** @description UNSUPPORTED_MEDIA_TYPE: a body that is not JSON on a JSON route */
                 415: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -11483,7 +11483,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -11501,7 +11501,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -11511,7 +11511,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -11589,7 +11589,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description FORBIDDEN (a cookie-bearing state change from an origin other than the app's), ACCOUNT_SCHEDULED_FOR_DELETION, NO_ACTIVE_ORGANIZATION, MFA_REQUIRED (the organization requires multi-factor sessions; message `Multi-factor authentication required`), INSUFFICIENT_PERMISSIONS (and NOT_OWNER where the route says so); or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
+                /** @description FORBIDDEN: a cookie-bearing state change from an origin other than the app's; ACCOUNT_SCHEDULED_FOR_DELETION: the account is scheduled for deletion and the route is not on the allowlist; NO_ACTIVE_ORGANIZATION: the session has no active organization; MFA_REQUIRED: the organization requires multi-factor sessions; message `Multi-factor authentication required`; INSUFFICIENT_PERMISSIONS: the caller lacks a permission the route needs, or one it tries to grant (a role, an invitation, API-key scopes; `details` name them) (and NOT_OWNER where the route says so); or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -11609,7 +11609,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE, TARGET_NOT_ADMIN or QUOTA_EXCEEDED where the route can cause them */
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -11619,7 +11619,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -11629,7 +11629,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description UNSUPPORTED_MEDIA_TYPE: body is not JSON */
+                /** @description UNSUPPORTED_MEDIA_TYPE: a body that is not JSON on a JSON route */
                 415: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -11639,7 +11639,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -11657,7 +11657,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -11667,7 +11667,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -11741,7 +11741,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description FORBIDDEN (a cookie-bearing state change from an origin other than the app's), ACCOUNT_SCHEDULED_FOR_DELETION, NO_ACTIVE_ORGANIZATION, MFA_REQUIRED (the organization requires multi-factor sessions; message `Multi-factor authentication required`), INSUFFICIENT_PERMISSIONS (and NOT_OWNER where the route says so); or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
+                /** @description FORBIDDEN: a cookie-bearing state change from an origin other than the app's; ACCOUNT_SCHEDULED_FOR_DELETION: the account is scheduled for deletion and the route is not on the allowlist; NO_ACTIVE_ORGANIZATION: the session has no active organization; MFA_REQUIRED: the organization requires multi-factor sessions; message `Multi-factor authentication required`; INSUFFICIENT_PERMISSIONS: the caller lacks a permission the route needs, or one it tries to grant (a role, an invitation, API-key scopes; `details` name them) (and NOT_OWNER where the route says so); or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -11761,7 +11761,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE, TARGET_NOT_ADMIN or QUOTA_EXCEEDED where the route can cause them */
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -11771,7 +11771,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -11781,7 +11781,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description UNSUPPORTED_MEDIA_TYPE: body is not JSON */
+                /** @description UNSUPPORTED_MEDIA_TYPE: a body that is not JSON on a JSON route */
                 415: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -11791,7 +11791,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -11809,7 +11809,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -11819,7 +11819,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -11887,7 +11887,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description ACCOUNT_SCHEDULED_FOR_DELETION, NO_ACTIVE_ORGANIZATION, MFA_REQUIRED (the organization requires multi-factor sessions; message `Multi-factor authentication required`), INSUFFICIENT_PERMISSIONS (and NOT_OWNER where the route says so); or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
+                /** @description ACCOUNT_SCHEDULED_FOR_DELETION: the account is scheduled for deletion and the route is not on the allowlist; NO_ACTIVE_ORGANIZATION: the session has no active organization; MFA_REQUIRED: the organization requires multi-factor sessions; message `Multi-factor authentication required`; INSUFFICIENT_PERMISSIONS: the caller lacks a permission the route needs, or one it tries to grant (a role, an invitation, API-key scopes; `details` name them) (and NOT_OWNER where the route says so); or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -11907,7 +11907,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -11917,7 +11917,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -11935,7 +11935,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -11945,7 +11945,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -12021,7 +12021,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description FORBIDDEN (a cookie-bearing state change from an origin other than the app's), ACCOUNT_SCHEDULED_FOR_DELETION (and NOT_OWNER where the route says so); or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
+                /** @description FORBIDDEN: a cookie-bearing state change from an origin other than the app's; ACCOUNT_SCHEDULED_FOR_DELETION: the account is scheduled for deletion and the route is not on the allowlist (and NOT_OWNER where the route says so); or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -12041,7 +12041,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE, TARGET_NOT_ADMIN or QUOTA_EXCEEDED where the route can cause them */
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -12051,7 +12051,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -12061,7 +12061,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description UNSUPPORTED_MEDIA_TYPE: body is not JSON */
+                /** @description UNSUPPORTED_MEDIA_TYPE: a body that is not JSON on a JSON route */
                 415: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -12071,7 +12071,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -12089,7 +12089,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -12099,7 +12099,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -12173,7 +12173,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description FORBIDDEN (a cookie-bearing state change from an origin other than the app's), ACCOUNT_SCHEDULED_FOR_DELETION (and NOT_OWNER where the route says so); or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
+                /** @description FORBIDDEN: a cookie-bearing state change from an origin other than the app's; ACCOUNT_SCHEDULED_FOR_DELETION: the account is scheduled for deletion and the route is not on the allowlist (and NOT_OWNER where the route says so); or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -12193,7 +12193,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE, TARGET_NOT_ADMIN or QUOTA_EXCEEDED where the route can cause them */
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -12203,7 +12203,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -12213,7 +12213,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description UNSUPPORTED_MEDIA_TYPE: body is not JSON */
+                /** @description UNSUPPORTED_MEDIA_TYPE: a body that is not JSON on a JSON route */
                 415: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -12223,7 +12223,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -12241,7 +12241,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -12251,7 +12251,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -12318,7 +12318,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description ACCOUNT_SCHEDULED_FOR_DELETION (and NOT_OWNER where the route says so); or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
+                /** @description ACCOUNT_SCHEDULED_FOR_DELETION: the account is scheduled for deletion and the route is not on the allowlist (and NOT_OWNER where the route says so); or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -12338,7 +12338,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -12348,7 +12348,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -12366,7 +12366,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -12376,7 +12376,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -12443,7 +12443,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description ACCOUNT_SCHEDULED_FOR_DELETION (and NOT_OWNER where the route says so); or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
+                /** @description ACCOUNT_SCHEDULED_FOR_DELETION: the account is scheduled for deletion and the route is not on the allowlist (and NOT_OWNER where the route says so); or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -12463,7 +12463,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -12473,7 +12473,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -12491,7 +12491,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -12501,7 +12501,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -12578,7 +12578,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description FORBIDDEN (a cookie-bearing state change from an origin other than the app's), ACCOUNT_SCHEDULED_FOR_DELETION, NO_ACTIVE_ORGANIZATION, MFA_REQUIRED (the organization requires multi-factor sessions; message `Multi-factor authentication required`), INSUFFICIENT_PERMISSIONS (and NOT_OWNER where the route says so); or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
+                /** @description FORBIDDEN: a cookie-bearing state change from an origin other than the app's; ACCOUNT_SCHEDULED_FOR_DELETION: the account is scheduled for deletion and the route is not on the allowlist; NO_ACTIVE_ORGANIZATION: the session has no active organization; MFA_REQUIRED: the organization requires multi-factor sessions; message `Multi-factor authentication required`; INSUFFICIENT_PERMISSIONS: the caller lacks a permission the route needs, or one it tries to grant (a role, an invitation, API-key scopes; `details` name them) (and NOT_OWNER where the route says so); or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -12598,7 +12598,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE, TARGET_NOT_ADMIN or QUOTA_EXCEEDED where the route can cause them */
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -12608,7 +12608,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -12618,7 +12618,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description UNSUPPORTED_MEDIA_TYPE: body is not JSON */
+                /** @description UNSUPPORTED_MEDIA_TYPE: a body that is not JSON on a JSON route */
                 415: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -12628,7 +12628,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -12646,7 +12646,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -12656,7 +12656,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -12730,7 +12730,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description FORBIDDEN (a cookie-bearing state change from an origin other than the app's), ACCOUNT_SCHEDULED_FOR_DELETION, NO_ACTIVE_ORGANIZATION, MFA_REQUIRED (the organization requires multi-factor sessions; message `Multi-factor authentication required`) (and NOT_OWNER where the route says so); or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
+                /** @description FORBIDDEN: a cookie-bearing state change from an origin other than the app's; ACCOUNT_SCHEDULED_FOR_DELETION: the account is scheduled for deletion and the route is not on the allowlist; NO_ACTIVE_ORGANIZATION: the session has no active organization; MFA_REQUIRED: the organization requires multi-factor sessions; message `Multi-factor authentication required` (and NOT_OWNER where the route says so); or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
                 403: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -12750,7 +12750,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT, OWNERSHIP_CONSTRAINT, DEFAULT_ROLE, TARGET_NOT_ADMIN or QUOTA_EXCEEDED where the route can cause them */
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -12760,7 +12760,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description PAYLOAD_TOO_LARGE: body over 1,048,576 bytes */
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
                 413: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -12770,7 +12770,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description UNSUPPORTED_MEDIA_TYPE: body is not JSON */
+                /** @description UNSUPPORTED_MEDIA_TYPE: a body that is not JSON on a JSON route */
                 415: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -12780,7 +12780,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description RATE_LIMITED */
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
                 429: {
                     headers: {
                         /** @description Requests allowed in the window */
@@ -12798,7 +12798,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description INTERNAL_ERROR (the response carries X-Request-Id) */
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
                 500: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -12808,7 +12808,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SERVICE_UNAVAILABLE: database or rate-limit store unreachable */
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
                 503: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -12835,8 +12835,11 @@ export interface components {
             status: "ok";
         };
         Error: {
-            /** @example INSUFFICIENT_PERMISSIONS */
-            code: string;
+            /**
+             * @description One of the service's codes (`ErrorCode`); under `/api/auth` also the auth library's own codes, in the same shape
+             * @example INSUFFICIENT_PERMISSIONS
+             */
+            code: components["schemas"]["ErrorCode"] | string;
             /** @example Insufficient permissions */
             message: string;
             details?: {
@@ -12844,6 +12847,34 @@ export interface components {
                 message: string;
             }[];
         };
+        /**
+         * @description The service's error codes; each has exactly one status:
+         *
+         *     - `VALIDATION_ERROR` (400): malformed JSON, wrong types, unknown body fields, a path id that is not a UUID v4, bad query parameters, a cursor the service did not issue (`details` name them)
+         *     - `UNAUTHORIZED` (401): no valid session on a route that needs one; an API key where keys are not taken
+         *     - `INVALID_CREDENTIALS` (401): a step-up proof that is missing, extra or wrong
+         *     - `FORBIDDEN` (403): the platform role does not match the route; a cross-site request; an API key on a sensitive action
+         *     - `NO_ACTIVE_ORGANIZATION` (403): the session has no active organization
+         *     - `INSUFFICIENT_PERMISSIONS` (403): the caller lacks a permission the route needs, or one it tries to grant (a role, an invitation, API-key scopes; `details` name them)
+         *     - `ACCOUNT_SCHEDULED_FOR_DELETION` (403): the account is scheduled for deletion and the route is not on the allowlist
+         *     - `NOT_OWNER` (403): an ownership transfer by a caller who is not the current Owner
+         *     - `MFA_REQUIRED` (403): the organization requires multi-factor sessions; message `Multi-factor authentication required`
+         *     - `STEP_UP_REQUIRED` (403): a sensitive action: the session has not proved every factor of its account within STEP_UP_MAX_AGE; message `Recent authentication required`; `POST /api/session/step-up` renews it
+         *     - `NOT_FOUND` (404): an unknown id, and also an id of another organization (never revealing that it exists)
+         *     - `METHOD_NOT_ALLOWED` (405): a served path asked with a method it does not serve; `Allow` names those it does
+         *     - `SLUG_CONFLICT` (409): a role slug already used in the organization
+         *     - `OWNERSHIP_CONSTRAINT` (409): a change that would leave an organization without an Owner
+         *     - `DEFAULT_ROLE` (409): deleting or renaming a default role, or changing the Owner role's permissions
+         *     - `TARGET_NOT_ADMIN` (409): an ownership transfer to a member who is not an Admin of the organization
+         *     - `QUOTA_EXCEEDED` (409): over a per-organization quota (WEBHOOK_MAX_ENDPOINTS)
+         *     - `PAYLOAD_TOO_LARGE` (413): a body over 1,048,576 bytes, announced by Content-Length or streamed
+         *     - `UNSUPPORTED_MEDIA_TYPE` (415): a body that is not JSON on a JSON route
+         *     - `RATE_LIMITED` (429): too many requests; the X-RateLimit-* and Retry-After headers say when to retry
+         *     - `INTERNAL_ERROR` (500): anything unexpected (logged with the request id)
+         *     - `SERVICE_UNAVAILABLE` (503): the database or the rate-limit store does not answer
+         * @enum {string}
+         */
+        ErrorCode: "VALIDATION_ERROR" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NO_ACTIVE_ORGANIZATION" | "INSUFFICIENT_PERMISSIONS" | "ACCOUNT_SCHEDULED_FOR_DELETION" | "NOT_OWNER" | "MFA_REQUIRED" | "STEP_UP_REQUIRED" | "NOT_FOUND" | "METHOD_NOT_ALLOWED" | "SLUG_CONFLICT" | "OWNERSHIP_CONSTRAINT" | "DEFAULT_ROLE" | "TARGET_NOT_ADMIN" | "QUOTA_EXCEEDED" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "SERVICE_UNAVAILABLE";
         Providers: {
             google: boolean;
             github: boolean;
