@@ -173,6 +173,49 @@ describe("the auth library's routes in the OpenAPI document", () => {
     expect(problems).toEqual([]);
   });
 
+  it("states the name rule of the service's own routes, and the library's door agrees on every candidate", async () => {
+    const resolve = (schema: Json): Json =>
+      schema.$ref
+        ? schema.$ref
+            .slice(2)
+            .split('/')
+            .reduce((node: Json, part: string) => node[part], doc)
+        : schema;
+    const bodyOf = (key: string): Json => resolve(opOf(key)!.requestBody.content['application/json'].schema);
+    const rule = ({ type, minLength, maxLength, pattern }: Json) => ({ type, minLength, maxLength, pattern });
+    const service = rule(bodyOf('POST /api/roles').properties.name);
+    expect(service.pattern).toEqual(expect.any(String));
+    const names = [
+      bodyOf('POST /api/auth/sign-up/email').properties.name,
+      bodyOf('POST /api/auth/update-user').properties.name,
+      bodyOf('POST /api/auth/organization/create').properties.name,
+      bodyOf('POST /api/auth/organization/update').properties.data.properties.name,
+      bodyOf('POST /api/auth/passkey/update-passkey').properties.name,
+    ];
+    for (const name of names) expect(rule(name)).toEqual(service);
+
+    const user = await signedInUser(t);
+    const pattern = new RegExp(service.pattern);
+    const documented = (value: string) =>
+      value.length >= service.minLength && value.length <= service.maxLength && pattern.test(value);
+    const candidates = [
+      'ok',
+      '  ok  ',
+      '',
+      ' ',
+      'x'.repeat(100),
+      'x'.repeat(101),
+      'a\nb',
+      'a\u0085',
+      'a\u2029',
+      '\u3000',
+    ];
+    for (const candidate of candidates) {
+      const res = await call(t, '/api/auth/update-user', { body: { name: candidate }, jar: user.jar });
+      expect(res.status, JSON.stringify(candidate)).toBe(documented(candidate) ? 200 : 400);
+    }
+  });
+
   it('states what a body requires, and the service refuses a body without it naming each field', async () => {
     const user = await signedInUser(t);
     let checked = 0;
