@@ -22,7 +22,7 @@ import { createRouter, notFoundAnswer } from './router.js';
 import { adminRoutes } from './routes/admin.js';
 import { apiKeyRoutes } from './routes/api-keys.js';
 import { auditLogRoutes } from './routes/audit-logs.js';
-import { authRoutes, LIBRARY_AUTH_TIER_PREFIXES, LIBRARY_SESSION_PATHS } from './routes/auth.js';
+import { authRoutes, LIBRARY_RATE_LIMITS, LIBRARY_SESSION_PATHS } from './routes/auth.js';
 import { cronRoutes } from './routes/cron.js';
 import { mountDocs } from './routes/docs.js';
 import { healthRoutes } from './routes/health.js';
@@ -112,8 +112,8 @@ export function createApp(deps: AppDeps, options: CreateAppOptions = {}) {
       // Identity without touching the database: a flood of junk cookies is
       // limited by address before any session lookup.
       identifyUser: (c) => readCookieCache(c.req.header('cookie'))?.userId ?? null,
-      // The auth tier's paths: the library's from its routes' rows, and the service's own.
-      tierOf: rateLimitTiers(LIBRARY_AUTH_TIER_PREFIXES).tierOf,
+      // The auth tier's paths and password sign-in's: the library's from its routes' rows, and the service's own.
+      tiers: rateLimitTiers(LIBRARY_RATE_LIMITS),
       clock,
     }),
   );

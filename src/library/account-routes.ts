@@ -99,7 +99,7 @@ export const ACCOUNT_ROUTES: readonly LibraryRoute[] = [
     tier: 'auth',
     transaction: 'none',
     body: z.object({ password: line(1024) }).strict(),
-    spendsAccountBudget: true,
+    spendsAccountBudget: 'session-user',
   },
   {
     method: 'GET',

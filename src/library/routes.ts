@@ -64,4 +64,10 @@ export function authTierPrefixes(rows: readonly LibraryRoute[]): string[] {
 }
 
 export const LIBRARY_SESSION_PATHS = sessionPathsOf(LIBRARY_ROUTES);
-export const LIBRARY_AUTH_TIER_PREFIXES = authTierPrefixes(LIBRARY_ROUTES);
+/** What the rows tell the rate limiter: the auth tier's paths, and the paths that name an account by email. */
+export const LIBRARY_RATE_LIMITS = {
+  authPrefixes: authTierPrefixes(LIBRARY_ROUTES),
+  namedAccountPaths: LIBRARY_ROUTES.filter((row) => row.spendsAccountBudget === 'named-account').map(
+    (row) => `/api/auth${row.path}`,
+  ),
+};

@@ -84,11 +84,14 @@ interface Row {
   /** How the sessions the call creates are marked (src/auth/session-marks.ts); none: it creates none. */
   newSessions?: SessionCreation;
   /**
-   * The call checks the session user's password: a refusal spends the
-   * account's wrong-password budget, as a failed sign-in or step-up does
-   * (docs/api.md "Rate limiting"), so a stolen session is no password oracle.
+   * The call checks a password, so it spends the account's wrong-password
+   * budget (docs/api.md "Rate limiting"). `named-account`: the account the
+   * body's `email` names, reserved by the rate limiter before anything reads
+   * the request and given back unless answered 401 (password sign-in).
+   * `session-user`: the session user's, spent by a refusal, as a failed
+   * sign-in or step-up does, so a stolen session is no password oracle.
    */
-  spendsAccountBudget?: true;
+  spendsAccountBudget?: 'named-account' | 'session-user';
   /** The library reads the session from its cookie cache while the service agrees the session stands. */
   keepsCookieCache?: true;
   rewrite?: InputRewrite;

@@ -32,6 +32,7 @@ export const SIGN_IN_ROUTES: readonly LibraryRoute[] = [
     tier: 'auth',
     transaction: 'none',
     newSessions: 'password',
+    spendsAccountBudget: 'named-account',
     body: z.looseObject({ email, password: line(1024), callbackURL: callback, rememberMe: z.boolean().optional() }),
   },
   {

@@ -24,16 +24,33 @@ export function normalizePath(path: string): string {
   return `/${segments.join('/')}`;
 }
 
-/**
- * The auth tier's paths, the library's (`libraryPrefixes`, from its rows) and
- * the service's own, and the tier of a request path: `auth` for each of them
- * and every path below it, however spelled (`normalizePath`).
- */
-export function rateLimitTiers(libraryPrefixes: readonly string[]): { authPaths: readonly string[]; tierOf: TierOf } {
-  const authPaths = [...libraryPrefixes, ...SERVICE_AUTH_TIER_PATHS];
-  const tierOf: TierOf = (path) => {
-    const normalized = normalizePath(path);
-    return authPaths.some((prefix) => normalized === prefix || normalized.startsWith(`${prefix}/`)) ? 'auth' : 'global';
+/** What the library routes' rows tell the rate limiter (src/library/routes.ts). */
+export interface LibraryRateLimits {
+  /** The library's auth-tier paths: each covers the paths below it. */
+  authPrefixes: readonly string[];
+  /** The POST paths whose body's `email` names the account whose wrong passwords count (password sign-in). */
+  namedAccountPaths: readonly string[];
+}
+
+export interface RateLimitTiers {
+  /** The auth tier's paths, the library's and the service's own. */
+  authPaths: readonly string[];
+  /** `auth` for each of them and every path below it, however spelled (`normalizePath`). */
+  tierOf: TierOf;
+  /** Whether a POST to this path names the account to count in the account tier. */
+  namesAccount: (path: string) => boolean;
+}
+
+export function rateLimitTiers({ authPrefixes, namedAccountPaths }: LibraryRateLimits): RateLimitTiers {
+  const authPaths = [...authPrefixes, ...SERVICE_AUTH_TIER_PATHS];
+  return {
+    authPaths,
+    tierOf: (path) => {
+      const normalized = normalizePath(path);
+      return authPaths.some((prefix) => normalized === prefix || normalized.startsWith(`${prefix}/`))
+        ? 'auth'
+        : 'global';
+    },
+    namesAccount: (path) => namedAccountPaths.includes(normalizePath(path)),
   };
-  return { authPaths, tierOf };
 }

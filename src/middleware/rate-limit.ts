@@ -5,13 +5,17 @@ import type { Config } from '../shared/config.js';
 import { ApiError, tooMany } from '../shared/errors.js';
 import type { AppEnv, Clock } from '../shared/types.js';
 import { signInEmail, withAccountAttempt } from './account-budget.js';
-import { normalizePath, type TierOf } from './rate-limit-tiers.js';
+import type { RateLimitTiers } from './rate-limit-tiers.js';
 
 export { accountKey, withAccountAttempt } from './account-budget.js';
-export { normalizePath, rateLimitTiers, SERVICE_AUTH_TIER_PATHS, type TierOf } from './rate-limit-tiers.js';
-
-/** The one route that takes a password for an email: its failures count per account. */
-export const PASSWORD_SIGN_IN_PATH = '/api/auth/sign-in/email';
+export {
+  type LibraryRateLimits,
+  normalizePath,
+  type RateLimitTiers,
+  rateLimitTiers,
+  SERVICE_AUTH_TIER_PATHS,
+  type TierOf,
+} from './rate-limit-tiers.js';
 
 export interface RateLimitOptions {
   config: Config['rateLimit'];
@@ -24,8 +28,11 @@ export interface RateLimitOptions {
   clientIp?: (c: Context<AppEnv>) => string | null | undefined;
   /** The signed-in user's id, when it can be known without touching the database. */
   identifyUser?: (c: Context<AppEnv>) => Promise<string | null> | string | null;
-  /** The tier of a request path (`rateLimitTiers`: the library's from its routes' rows, and the service's). */
-  tierOf: TierOf;
+  /**
+   * The tier of a request path, and the paths that name an account
+   * (`rateLimitTiers`: the library's from its routes' rows, and the service's).
+   */
+  tiers: RateLimitTiers;
   clock?: Clock;
 }
 
@@ -55,7 +62,7 @@ export function rateLimit({
   store,
   clientIp = (c) => clientIpFromForwardedFor(c.req.header('x-forwarded-for'), config.trustedProxyHops),
   identifyUser,
-  tierOf,
+  tiers: { tierOf, namesAccount },
   clock = () => new Date(),
 }: RateLimitOptions): MiddlewareHandler<AppEnv> {
   const globalTier: RateLimitTier = { name: 'global', limit: config.global.limit, window: config.global.ttl };
@@ -111,8 +118,7 @@ export function rateLimit({
     }
     if (decision && !decision.success) throw tooMany(decision, clock());
 
-    const email =
-      c.req.method === 'POST' && normalizePath(c.req.path) === PASSWORD_SIGN_IN_PATH ? await signInEmail(c) : null;
+    const email = c.req.method === 'POST' && namesAccount(c.req.path) ? await signInEmail(c) : null;
     if (!email) return next();
     await withAccountAttempt(
       { config, store, clock, logger: c.get('logger') },

@@ -19,7 +19,7 @@ import type { AppEnv, Clock } from '../shared/types.js';
 
 export const AUTH_PREFIX = '/api/auth';
 /** What the composition hands the rate limiter and the auth library, read from the rows. */
-export { LIBRARY_AUTH_TIER_PREFIXES, LIBRARY_SESSION_PATHS } from '../library/routes.js';
+export { LIBRARY_RATE_LIMITS, LIBRARY_SESSION_PATHS } from '../library/routes.js';
 
 const providersRoute = defineRoute({
   method: 'get',
@@ -135,7 +135,7 @@ export function authRoutes({ auth, config, db, store, clock }: Deps) {
 
   for (const route of LIBRARY_ROUTES) {
     const target = route.organization ? organizationTarget(route, db) : undefined;
-    const handler = route.spendsAccountBudget ? withAccountBudget(serve(route)) : serve(route);
+    const handler = route.spendsAccountBudget === 'session-user' ? withAccountBudget(serve(route)) : serve(route);
     router.on(route.method, `${AUTH_PREFIX}${route.path}`, guard(route.access, target), handler);
   }
   return router;

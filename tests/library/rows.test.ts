@@ -12,7 +12,7 @@ import { authTierPrefixes, LIBRARY_ROUTES, sessionPathsOf } from '../../src/libr
 import type { LibraryRoute } from '../../src/library/row.js';
 import { findCallersPasskey } from '../../src/library/second-factor-calls.js';
 import { rateLimitTiers } from '../../src/middleware/rate-limit.js';
-import { LIBRARY_AUTH_TIER_PREFIXES, LIBRARY_SESSION_PATHS } from '../../src/routes/auth.js';
+import { LIBRARY_RATE_LIMITS, LIBRARY_SESSION_PATHS } from '../../src/routes/auth.js';
 
 const pathsWhere = (test: (route: LibraryRoute) => boolean) =>
   [...new Set(LIBRARY_ROUTES.filter(test).map((route) => route.path))].sort();
@@ -60,12 +60,16 @@ describe('library route rows', () => {
   });
 
   it('the tier the rate limiter picks for each served path is its row’s, and the auth tier’s paths are unchanged', () => {
-    const { tierOf, authPaths } = rateLimitTiers(LIBRARY_AUTH_TIER_PREFIXES);
+    const { tierOf, authPaths, namesAccount } = rateLimitTiers(LIBRARY_RATE_LIMITS);
     for (const route of LIBRARY_ROUTES) {
       const path = `/api/auth${route.path.replace(/:\w+/g, 'x')}`;
       expect(tierOf(path), `${route.method} ${route.path}`).toBe(route.tier);
     }
-    expect(LIBRARY_AUTH_TIER_PREFIXES).toEqual(authTierPrefixes(LIBRARY_ROUTES));
+    expect(LIBRARY_RATE_LIMITS.authPrefixes).toEqual(authTierPrefixes(LIBRARY_ROUTES));
+    // The account tier counts password sign-in by the email it names, however the path is spelled.
+    for (const path of ['/api/auth/sign-in/email', '/API/Auth//sign-in/email/'])
+      expect(namesAccount(path), path).toBe(true);
+    expect(namesAccount('/api/auth/verify-password')).toBe(false);
     expect(sorted([...authPaths])).toEqual(
       sorted([
         '/api/auth/sign-in',
@@ -137,7 +141,10 @@ describe('library route rows', () => {
     expect(pathsWhere((route) => route.transaction === 'commit-refusals')).toEqual(
       sorted(['/two-factor/verify-totp', '/two-factor/verify-backup-code']),
     );
-    expect(pathsWhere((route) => route.spendsAccountBudget === true)).toEqual(['/verify-password']);
+    expect(pathsWhere((route) => route.spendsAccountBudget === 'session-user')).toEqual(['/verify-password']);
+    expect(pathsWhere((route) => route.spendsAccountBudget === 'named-account')).toEqual(['/sign-in/email']);
+    for (const route of LIBRARY_ROUTES.filter((row) => row.spendsAccountBudget === 'named-account'))
+      expect(route.method, route.path).toBe('POST');
     expect(pathsWhere((route) => route.answer !== undefined)).toEqual(
       sorted(['/organization/has-permission', '/organization/get-active-member-role']),
     );

@@ -14,7 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { normalizePath, rateLimit, rateLimitTiers } from '../../src/middleware/rate-limit.js';
 import { renderError } from '../../src/middleware/render-error.js';
 import { createMemoryStore, createUpstashStore, type RateLimitStore } from '../../src/platform/rate-limit-store.js';
-import { LIBRARY_AUTH_TIER_PREFIXES } from '../../src/routes/auth.js';
+import { LIBRARY_RATE_LIMITS } from '../../src/routes/auth.js';
 import { clientIpFromForwardedFor } from '../../src/shared/client-address.js';
 import { parseConfig } from '../../src/shared/config.js';
 import type { AppEnv } from '../../src/shared/types.js';
@@ -24,7 +24,8 @@ import { expectRateLimited, nextIp, RATE_LIMIT_HEADERS } from '../support/rate-l
 import { signedInUser } from '../support/users.js';
 
 // The tiers the app hands the limiter: the library's auth-tier paths from its routes' rows, and the service's.
-const { authPaths: AUTH_SENSITIVE_PATHS, tierOf } = rateLimitTiers(LIBRARY_AUTH_TIER_PREFIXES);
+const tiers = rateLimitTiers(LIBRARY_RATE_LIMITS);
+const { authPaths: AUTH_SENSITIVE_PATHS, tierOf } = tiers;
 const isAuthSensitive = (path: string) => tierOf(path) === 'auth';
 
 const SIGN_IN = '/api/auth/sign-in/email';
@@ -530,7 +531,7 @@ describe('the middleware on its own', () => {
       },
     };
     const app = new Hono<AppEnv>();
-    app.use('*', rateLimit({ config: config.rateLimit, store, tierOf }));
+    app.use('*', rateLimit({ config: config.rateLimit, store, tiers }));
     app.all('*', (c) => c.text('ok'));
     app.onError(renderError);
 
