@@ -29,19 +29,7 @@ const GENERATED = new Set([
 const KNOWN_STALE = new Set<string>([
   'src/auth/access.ts: src/auth/organization-gate.ts',
   'src/shared/types.ts: src/auth/organization-gate.ts',
-  'tests/e2e/support/wrangler.ts: scripts/bench-worker-profile.ts',
-  'docs/performance.md: tests/db/session-state-cache.test.ts',
-  'docs/security.md: tests/auth/passkeys.test.ts',
-  'docs/security.md: tests/auth/step-up.test.ts',
-  'docs/security.md: tests/auth/credential-changes.test.ts',
-  'docs/security.md: tests/auth/oauth-takeover.test.ts',
-  'docs/security.md: tests/auth/mail-budget.test.ts',
-  'docs/security.md: tests/db/api-keys.test.ts',
   'README.md: src/clients.ts',
-  // The in-process event bus is gone: organization creation seeds its roles directly.
-  'docs/api.md: src/shared/events.ts',
-  // Moved to src/db/queries/email-proof.ts: no SQL outside src/db.
-  'docs/security.md: src/auth/email-proof.ts',
 ]);
 
 function walk(path: string): string[] {

@@ -17,7 +17,7 @@ export function randomSecret(length = 40): string {
 export interface WranglerDev {
   url: string;
   port: number;
-  /** The worker's DevTools inspector (CPU profiles: scripts/bench-worker-profile.ts). */
+  /** The worker's DevTools inspector (CPU profiles: tests/perf/bench-worker-profile.ts). */
   inspectorPort: number;
   /** wrangler's working folder (its .wrangler/tmp holds the dev bundle and its source map). */
   dir: string;
