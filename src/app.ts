@@ -31,6 +31,7 @@ import { organizationSecurityRoutes } from './routes/organization-security.js';
 import { roleRoutes } from './routes/roles.js';
 import { sessionRoutes } from './routes/session.js';
 import { userRoutes } from './routes/users.js';
+import { webhookDeliveryRoutes } from './routes/webhook-deliveries.js';
 import { webhookRoutes } from './routes/webhooks.js';
 import type { AppDeps, AppEnv } from './shared/types.js';
 import { createSecretBox } from './webhooks/secrets.js';
@@ -157,6 +158,7 @@ export function createApp(deps: AppDeps, options: CreateAppOptions = {}) {
       maxEndpoints: config.webhooks.maxEndpoints,
     }),
   );
+  app.route('/', webhookDeliveryRoutes({ db }));
   app.route('/', userRoutes({ db, clock, graceDays: config.accountDeletionGraceDays }));
   app.route('/', cronRoutes({ db, clock, cronSecret: config.cronSecret, graceDays: config.accountDeletionGraceDays }));
 

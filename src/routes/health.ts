@@ -1,6 +1,7 @@
 import { z } from '@hono/zod-openapi';
-import { type Kysely, sql } from 'kysely';
+import type { Kysely } from 'kysely';
 import type { Database } from '../db/database.js';
+import { ping } from '../db/queries/health.js';
 import { access } from '../middleware/guard.js';
 import { createRouter, defineRoute } from '../router.js';
 import { ApiError } from '../shared/errors.js';
@@ -52,7 +53,7 @@ export function createDatabaseProbe({
       timer = setTimeout(() => reject(new Error('database health check timed out')), timeoutMs);
     });
     try {
-      await Promise.race([sql`select 1`.execute(db), timeout]);
+      await Promise.race([ping(db), timeout]);
       okAt = now();
     } finally {
       clearTimeout(timer);

@@ -4,6 +4,8 @@ import type { Auth } from '../auth/auth.js';
 import { verifyPassword } from '../auth/password.js';
 import { acceptTotpCode, codesLocked, consumeBackupCode, recordCodeOutcome } from '../auth/second-factor.js';
 import type { Database } from '../db/database.js';
+import { twoFactorEnabled } from '../db/queries/session-marks.js';
+import { markSteppedUp, passwordHashOf } from '../db/queries/step-up.js';
 import { access, loadSession, sessionOf } from '../middleware/guard.js';
 import { withAccountAttempt } from '../middleware/rate-limit.js';
 import type { RateLimitStore } from '../platform/rate-limit-store.js';
@@ -106,21 +108,15 @@ async function provedFactors(
   body: z.infer<typeof StepUpSchema>,
 ): Promise<{ secondFactor: boolean } | null> {
   const userId = session.user.id;
-  const credential = await db
-    .selectFrom('accounts')
-    .select('password')
-    .where('user_id', '=', userId)
-    .where('provider_id', '=', 'credential')
-    .where('password', 'is not', null)
-    .executeTakeFirst();
-  if (!credential?.password || body.password === undefined) return null;
-  if (!(await verifyPassword({ hash: credential.password, password: body.password }))) return null;
+  const hash = await passwordHashOf(db, userId);
+  if (!hash || body.password === undefined) return null;
+  if (!(await verifyPassword({ hash, password: body.password }))) return null;
 
   // Read now, not from the session: two-factor may have been turned on or off since it was resolved.
-  const user = await db.selectFrom('users').select('two_factor_enabled').where('id', '=', userId).executeTakeFirst();
-  if (!user) return null;
+  const enabled = await twoFactorEnabled(db, userId);
+  if (enabled === undefined) return null;
   const codes = [body.code, body.backupCode].filter((code) => code !== undefined);
-  if (!user.two_factor_enabled) return codes.length === 0 ? { secondFactor: false } : null;
+  if (!enabled) return codes.length === 0 ? { secondFactor: false } : null;
   if (codes.length !== 1) return null;
   // The plugin's lockout of this account's codes holds here too, and counts what is tried here.
   if (await codesLocked(db, userId)) return null;
@@ -163,14 +159,14 @@ export function sessionRoutes(deps: Deps) {
       // One answer for every failure: which factor was wrong is not said.
       if (!proved) throw new ApiError('INVALID_CREDENTIALS', 'Invalid credentials');
       const at = clock();
-      const { numUpdatedRows } = await db
-        .updateTable('sessions')
-        // A second factor proved here makes the session multi-factor too.
-        .set(proved.secondFactor ? { step_up_at: at, mfa: true } : { step_up_at: at })
-        .where('id', '=', session.session.id)
-        .where('user_id', '=', session.user.id)
-        .executeTakeFirst();
-      if (numUpdatedRows === 0n) throw new ApiError('UNAUTHORIZED', 'Authentication required');
+      // A second factor proved here makes the session multi-factor too.
+      const marked = await markSteppedUp(db, {
+        sessionId: session.session.id,
+        userId: session.user.id,
+        at,
+        secondFactor: proved.secondFactor,
+      });
+      if (!marked) throw new ApiError('UNAUTHORIZED', 'Authentication required');
       return c.json({ stepUpUntil: new Date(at.getTime() + config.stepUp.maxAgeSeconds * 1000).toISOString() }, 200);
     });
 }

@@ -2,22 +2,13 @@ import { z } from '@hono/zod-openapi';
 import type { Kysely } from 'kysely';
 import { WEBHOOK_EVENTS } from '../db/audit.js';
 import type { Database } from '../db/database.js';
-import { PageQuerySchema } from '../db/pagination.js';
-import {
-  createEndpoint,
-  deleteEndpoint,
-  deliveriesPage,
-  enqueueTest,
-  listEndpoints,
-  rotateSecret,
-  updateEndpoint,
-} from '../db/queries/webhooks.js';
+import { createEndpoint, deleteEndpoint, listEndpoints, rotateSecret, updateEndpoint } from '../db/queries/webhooks.js';
 import { access, sessionOf, tenantOf } from '../middleware/guard.js';
 import { createRouter, defineRoute, errorResponse, jsonContent } from '../router.js';
 import { ApiError } from '../shared/errors.js';
 import { generateWebhookSecret, type SecretBox } from '../webhooks/secrets.js';
 import { checkWebhookUrl, type UrlPolicy } from '../webhooks/url-policy.js';
-import { IdParams, isoOrNull, uniqueArray, updateBody } from './schemas.js';
+import { IdParams, uniqueArray, updateBody } from './schemas.js';
 
 const EventName = z.enum(['*', ...WEBHOOK_EVENTS]);
 
@@ -71,20 +62,6 @@ const UpdateWebhookSchema = updateBody('UpdateWebhook', {
   description: Description.nullable().optional(),
   enabled: z.boolean().optional(),
 });
-
-const DeliverySchema = z
-  .object({
-    id: z.uuid().describe('The `webhook-id` header of every attempt'),
-    eventId: z.uuid().describe('The audit entry the event reports'),
-    eventType: z.string(),
-    status: z.enum(['pending', 'succeeded', 'failed']),
-    attempts: z.number().int(),
-    lastStatusCode: z.number().int().nullable(),
-    lastError: z.string().nullable(),
-    nextAttemptAt: z.iso.datetime().nullable(),
-    createdAt: z.iso.datetime(),
-  })
-  .openapi('WebhookDelivery');
 
 const read = access.tenant(['organizations:read'], { apiKeys: true });
 const write = access.tenant(['organizations:write'], { apiKeys: true });
@@ -144,29 +121,6 @@ const rotateRoute = defineRoute({
   responses: { 200: jsonContent(z.object({ id: z.uuid(), secret: z.string() }), 'The new secret, shown once') },
 });
 
-const testRoute = defineRoute({
-  method: 'post',
-  path: '/api/webhooks/{id}/test',
-  access: write,
-  summary: 'Send one `webhook.test` event to this endpoint, whatever its filter',
-  request: { params: IdParams },
-  responses: { 202: jsonContent(z.object({ deliveryId: z.uuid() }), 'Queued for delivery') },
-});
-
-const deliveriesRoute = defineRoute({
-  method: 'get',
-  path: '/api/webhooks/{id}/deliveries',
-  access: read,
-  summary: "An endpoint's deliveries, newest first",
-  request: { params: IdParams, query: PageQuerySchema },
-  responses: {
-    200: jsonContent(
-      z.object({ items: z.array(DeliverySchema), nextCursor: z.string().nullable() }),
-      'A page of deliveries',
-    ),
-  },
-});
-
 function toWebhook(row: {
   id: string;
   url: string;
@@ -187,7 +141,11 @@ function toWebhook(row: {
   };
 }
 
-/** README "Webhooks": an organization's endpoints, managed with organizations:write, read with organizations:read. */
+/**
+ * README "Webhooks": an organization's endpoints, managed with
+ * organizations:write, read with organizations:read (their deliveries:
+ * routes/webhook-deliveries.ts).
+ */
 export function webhookRoutes({
   db,
   secrets,
@@ -211,11 +169,7 @@ export function webhookRoutes({
   };
   const actorOf = (c: Parameters<typeof sessionOf>[0]) => {
     const session = sessionOf(c);
-    return {
-      tenantId: tenantOf(c),
-      actorId: session.user.id,
-      requestId: c.get('requestId'),
-    };
+    return { tenantId: tenantOf(c), actorId: session.user.id };
   };
 
   return createRouter()
@@ -264,31 +218,5 @@ export function webhookRoutes({
       const secret = generateWebhookSecret();
       await rotateSecret(db, id, await secrets.seal(secret), actorOf(c));
       return c.json({ id, secret }, 200);
-    })
-    .openapi(testRoute, async (c) => {
-      const { id } = c.req.valid('param');
-      return c.json(await enqueueTest(db, id, actorOf(c)), 202);
-    })
-    .openapi(deliveriesRoute, async (c) => {
-      const { id } = c.req.valid('param');
-      const { items, nextCursor } = await deliveriesPage(db, tenantOf(c), id, c.req.valid('query'));
-      return c.json(
-        {
-          items: items.map((row) => ({
-            id: row.id,
-            eventId: row.event_id,
-            eventType: row.event_type,
-            status: row.status,
-            attempts: row.attempts,
-            lastStatusCode: row.last_status_code,
-            lastError: row.last_error,
-            // A new delivery is due at once: its creation time.
-            nextAttemptAt: row.status === 'pending' ? isoOrNull(row.next_attempt_at ?? row.created_at) : null,
-            createdAt: new Date(row.created_at).toISOString(),
-          })),
-          nextCursor,
-        },
-        200,
-      );
     });
 }
