@@ -38,8 +38,6 @@ export interface AuditEntry {
   organizationId: string | null;
   /** Never a key, hash, salt, password, token or session id (API.md). */
   metadata: Record<string, unknown>;
-  /** @deprecated Ignored: the request id comes from the request scope (src/shared/request-scope.ts). */
-  requestId?: string | null;
 }
 
 /** Metadata keys that must never be written, whatever a caller passes. */

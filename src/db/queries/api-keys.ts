@@ -35,8 +35,6 @@ export interface RevokeKeys {
   /** Only this key. */
   keyId?: string;
   actorId: string | null;
-  /** @deprecated Ignored: the audit entries take the request id from the request scope. */
-  requestId?: string;
   /** Why, in each audit entry's metadata (none for a key revoked by request). */
   reason?: string;
 }
