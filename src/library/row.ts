@@ -94,8 +94,11 @@ interface Row {
   spendsAccountBudget?: 'named-account' | 'session-user';
   /** The library reads the session from its cookie cache while the service agrees the session stands. */
   keepsCookieCache?: true;
+  /** Input rewrites: invite-member's role check and mail budget, revoke-session's id -> token. */
   rewrite?: InputRewrite;
+  /** The service answers instead of the library (has-permission, get-active-member-role). */
   answer?: ServiceAnswer;
+  /** The answer shaped from the library's (get-session, list-sessions). */
   reply?: Reply;
 }
 
@@ -103,5 +106,5 @@ interface Row {
 export type LibraryRoute = Row &
   (
     | { transaction: 'none'; before?: never; after?: never }
-    | { transaction: 'rollback-refusals' | 'commit-refusals'; before?: BeforeHook; after?: AfterHook }
+    | { transaction: Exclude<TransactionMode, 'none'>; before?: BeforeHook; after?: AfterHook }
   );
