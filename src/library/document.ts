@@ -1,5 +1,5 @@
 import { type RouteConfig, z } from '@hono/zod-openapi';
-import type { Access } from '../auth/access.js';
+import { describedRoute } from '../openapi.js';
 import { LIBRARY_ROUTES } from './routes.js';
 import type { LibraryRoute } from './row.js';
 
@@ -8,8 +8,9 @@ import type { LibraryRoute } from './row.js';
  * that serve them (src/library/routes.ts): method, path, access, and the zod
  * schemas that check their bodies and query strings. The access parts
  * (`x-access`, `security`) and the contract's error responses are added by
- * the same function that describes the service's own routes (router.ts
- * `describedRoute`, applied in routes/docs.ts), so the two doors read alike.
+ * the same function that describes the service's own routes
+ * (src/openapi.ts `describedRoute`), so the two doors read alike;
+ * routes/docs.ts registers them.
  */
 
 /** The prefix the library's routes are served under. */
@@ -177,13 +178,10 @@ export function openApiPath(path: string): string {
   return path.replace(/:(\w+)(\{[^}]*\})?/g, '{$1}');
 }
 
-/** What adds a route's access parts and the contract's errors: router.ts `describedRoute`. */
-export type Describe = (config: RouteConfig & { access: Access }) => RouteConfig;
-
 type Responses = Record<string, { description: string; content?: unknown }>;
 
 /** One row as the document states it. */
-function libraryOperation(route: LibraryRoute, describe: Describe): RouteConfig {
+function libraryOperation(route: LibraryRoute): RouteConfig {
   const params = [...route.path.matchAll(/:(\w+)/g)].map((match) => match[1]!);
   const config = {
     method: route.method.toLowerCase() as 'get' | 'post',
@@ -205,7 +203,7 @@ function libraryOperation(route: LibraryRoute, describe: Describe): RouteConfig 
   };
   // Described once to learn the errors its access implies, then again with
   // the library's own refusals added to them (same shape, the library's codes).
-  const implied = describe(config).responses as Responses;
+  const implied = describedRoute(config).responses as Responses;
   const errorContent = implied[500]!.content;
   const refusal = (status: number, first: string) => ({
     description: `${implied[status]?.description ?? first}; or ${LIBRARY_REFUSAL}`,
@@ -215,7 +213,7 @@ function libraryOperation(route: LibraryRoute, describe: Describe): RouteConfig 
     route.body || route.query
       ? "; a body or query the route's schema refuses (`details` name the fields, e.g. `body.email`)"
       : '';
-  return describe({
+  return describedRoute({
     ...config,
     responses: {
       ...config.responses,
@@ -234,6 +232,6 @@ function libraryOperation(route: LibraryRoute, describe: Describe): RouteConfig 
 }
 
 /** Every served row of the library, as the document states it (routes/docs.ts registers them). */
-export function libraryOperations(describe: Describe, routes: readonly LibraryRoute[] = LIBRARY_ROUTES): RouteConfig[] {
-  return routes.map((route) => libraryOperation(route, describe));
+export function libraryOperations(routes: readonly LibraryRoute[] = LIBRARY_ROUTES): RouteConfig[] {
+  return routes.map(libraryOperation);
 }

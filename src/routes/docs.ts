@@ -3,7 +3,7 @@ import type { OpenAPIHono } from '@hono/zod-openapi';
 import { COOKIE_PREFIX } from '../auth/auth.js';
 import { libraryOperations } from '../library/document.js';
 import { access, guard } from '../middleware/guard.js';
-import { describedRoute, REQUEST_ID_HEADER } from '../router.js';
+import { REQUEST_ID_HEADER } from '../router.js';
 import type { AppEnv } from '../shared/types.js';
 
 export const SWAGGER_UI_VERSION = '5.35.0';
@@ -55,7 +55,7 @@ export function mountDocs(app: OpenAPIHono<AppEnv>, { enabled, serverUrl }: { en
 
   if (!enabled) return;
   // The auth library's routes, described from the rows that serve them, as the service's are.
-  for (const operation of libraryOperations(describedRoute)) app.openAPIRegistry.registerPath(operation);
+  for (const operation of libraryOperations()) app.openAPIRegistry.registerPath(operation);
   app.get('/api/openapi.json', guard(access.public()), (c) =>
     c.json(
       app.getOpenAPI31Document({
