@@ -36,9 +36,9 @@ const jsonOnly = requireJson();
 export { describedRoute, ErrorSchema, errorResponse, REQUEST_ID_HEADER } from './openapi.js';
 
 /**
- * createRoute plus what every service route needs, in spec §4 order: the
+ * createRoute plus what every service route needs, in the guard's order (docs/api.md "Access"): the
  * route's declared access (checked by the guard before anything reads the
- * request), then for a JSON body the 415 check (API.md "Conventions") and a
+ * request), then for a JSON body the 415 check (docs/api.md "Conventions") and a
  * body that must be present, then zod validation.
  */
 export function defineRoute<const R extends RouteConfig>(config: R & { access: RouteAccess }): R {

@@ -6,7 +6,7 @@ import { ApiError, describeError, ERROR_STATUS, type ErrorCode } from '../src/sh
 import { createTestApp, type TestApp } from './support/app.js';
 import { UUID_V4 } from './support/http.js';
 
-/** API.md "Errors", transcribed: every code and its one status (with the codes its later sections add). */
+/** docs/api.md "Errors", transcribed: every code and its one status (with the codes its later sections add). */
 // Oracle: copied from the contract on purpose; the service must agree with it.
 const CONTRACT: Record<string, number> = {
   VALIDATION_ERROR: 400,
@@ -171,7 +171,7 @@ describe('errors', () => {
       expect(res.headers.get('retry-after')).toBe('42');
     });
 
-    it('ERROR_STATUS is exactly the API.md table', () => {
+    it('ERROR_STATUS is exactly the table of docs/api.md "Errors"', () => {
       expect({ ...ERROR_STATUS }).toEqual(CONTRACT);
     });
 
@@ -210,7 +210,6 @@ describe('errors', () => {
       expect(error).not.toHaveProperty('status');
       expect(error.code).toBe('NOT_FOUND');
     });
-
 
     it('toApiError keeps the cause but not its message', () => {
       const cause = new Error('db password=abc');

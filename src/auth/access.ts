@@ -8,7 +8,7 @@ import type { Permission, PlatformRole } from '../shared/permissions.js';
 export { assertGrantable, bypassesPermissions, type Caller, ungrantable } from '../shared/permissions.js';
 
 /**
- * How a route is reached (spec §4 and API.md "access"): public, optional-auth,
+ * How a route is reached (docs/api.md "Access"): public, optional-auth,
  * or a session with optional platform roles, an active organization and a
  * permission list. Declared once per route, in its definition.
  */
@@ -20,7 +20,7 @@ export type Access =
       platformRoles?: readonly PlatformRole[];
       organization?: boolean;
       permissions?: readonly Permission[];
-      /** Spec §5: the few routes an account scheduled for deletion may still use. */
+      /** docs/api.md "Accounts scheduled for deletion": the few routes an account scheduled for deletion may still use. */
       allowScheduledForDeletion?: boolean;
       /**
        * API_KEY_AUTH: keys reach permission-guarded tenant routes only, and
@@ -28,7 +28,7 @@ export type Access =
        */
       apiKeys?: boolean;
       /**
-       * A sensitive action (docs/security.md "Step-up"): it needs a session
+       * A sensitive action (docs/security.md "Sensitive actions and step-up"): it needs a session
        * that proved every factor within STEP_UP_MAX_AGE, and no API key ever
        * performs it.
        */
@@ -76,11 +76,11 @@ export const access = {
 /**
  * The organization a call acts on and the caller's permissions there, when
  * that is not simply the session's active organization (the auth library's
- * organization routes name theirs in the request; src/auth/organization-gate.ts).
+ * organization routes name theirs in the request; src/library/organization-gate.ts).
  */
 export interface OrganizationTarget {
   id: string | null;
   permissions: readonly string[];
-  /** The organization requires multi-factor sessions (API.md "Organization policy"). */
+  /** The organization requires multi-factor sessions (README "Multi-factor authentication"). */
   requireMfa: boolean;
 }

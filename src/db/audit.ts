@@ -2,7 +2,7 @@ import { type Kysely, sql, type Transaction } from 'kysely';
 import { currentRequestScope } from '../shared/request-scope.js';
 import type { Database } from './database.js';
 
-/** API.md "Audit actions". */
+/** docs/api.md "Audit actions". */
 export const AUDIT_ACTIONS = [
   'api_key.created',
   'api_key.revoked',
@@ -36,7 +36,7 @@ export interface AuditEntry {
   actorId: string | null;
   /** The tenant; null for platform-level actions. Must match the transaction's tenant context. */
   organizationId: string | null;
-  /** Never a key, hash, salt, password, token or session id (API.md). */
+  /** Never a key, hash, salt, password, token or session id (docs/api.md "Audit actions"). */
   metadata: Record<string, unknown>;
 }
 
@@ -56,7 +56,7 @@ function scrub(value: unknown): unknown {
 }
 
 /**
- * The events an organization's webhook endpoints subscribe to (API.md
+ * The events an organization's webhook endpoints subscribe to (README
  * "Webhooks"): every audit action written for an organization, except
  * `webhook.*` (audited, never delivered). Account actions (`user.*`,
  * `account.*`) belong to no organization.

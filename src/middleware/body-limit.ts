@@ -7,7 +7,7 @@ export const MAX_BODY_BYTES = 1_048_576;
 export const REFUSED_BODY_DRAIN = { bytes: 8 * MAX_BODY_BYTES, ms: 2_000 } as const;
 
 /**
- * Spec §8 "Other limits": 413 before any handler runs. An announced
+ * docs/api.md "Bodies": 413 before any handler runs. An announced
  * Content-Length over the limit is refused up front, its body left unread; a
  * chunked body is counted as it streams and handed on buffered. The runtime's
  * HTTP parser never hands over more bytes than a Content-Length announces, so
@@ -108,7 +108,7 @@ export function readWithoutBody(c: Context): boolean {
 const JSON_TYPE = /^application\/(?:[\w.+-]+\+)?json\s*(?:;|$)/i;
 
 /**
- * API.md "Conventions": a JSON route given another content type answers 415.
+ * docs/api.md "Conventions": a JSON route given another content type answers 415.
  * A request with a body must say it is JSON; one without a body passes.
  */
 export function requireJson(): MiddlewareHandler {

@@ -3,7 +3,7 @@ import { cors as honoCors } from 'hono/cors';
 import type { Config } from '../shared/config.js';
 
 /**
- * Spec §8 "CORS": credentials always allowed; `*` outside production allows
+ * docs/api.md "CORS": credentials always allowed; `*` outside production allows
  * every origin (reflected, since credentials forbid a literal `*`); `disabled`
  * (a lone `*` in production) sends no CORS headers at all.
  */

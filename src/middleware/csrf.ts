@@ -20,7 +20,7 @@ export function originOf(value: string): string | null {
 }
 
 /**
- * Issue 14 item 7: a state change carried by the session cookie is accepted
+ * docs/design.md "Decisions": a state change carried by the session cookie is accepted
  * only from the app's own origins, on every route (the service's and the
  * library's alike), instead of relying on SameSite=Lax alone (which lets a
  * same-site page, or a top-level POST in some browsers, through).
@@ -37,8 +37,8 @@ export function originOf(value: string): string | null {
  *
  * Requests without cookies (API keys) are not this check's business: there is
  * no ambient credential to abuse. The one exception is the auth library's
- * routes, which refuse an untrusted Origin whatever the cookies (spec §5:
- * APP_URL is the trusted origin): that refusal is made here, before anything
+ * routes, which refuse an untrusted Origin whatever the cookies (docs/api.md
+ * "Sign-in": APP_URL is the trusted origin): that refusal is made here, before anything
  * reads the body, so a form-encoded sign-in from a foreign page is a 403 like
  * a JSON one, not a content-type error.
  */
@@ -62,7 +62,7 @@ export function csrf({ trustedOrigins }: CsrfOptions): MiddlewareHandler {
   };
 }
 
-/** API.md's 403 FORBIDDEN: the request's origin, like a platform role, does not match what the route allows. */
+/** docs/api.md "Errors", 403 FORBIDDEN: the request's origin, like a platform role, does not match what the route allows. */
 function refused(): ApiError {
   return new ApiError('FORBIDDEN', 'Cross-site request refused');
 }

@@ -59,7 +59,7 @@ export function scheduledForDeletion(session: EnrichedSession): ApiError {
 }
 
 /**
- * Spec §4: the global guard's seven steps, in order, for one route's declared
+ * docs/api.md "Access": the global guard's seven steps, in order, for one route's declared
  * access. With `target`, steps 6 and 7 are checked in the organization it
  * names instead of the active one.
  */
@@ -90,7 +90,7 @@ async function check(c: Context<AppEnv>, declared: Access, target?: TargetResolv
   if (session.apiKey && (!declared.permissions?.length || declared.platformRoles)) {
     throw new ApiError('UNAUTHORIZED', 'API keys are not accepted on this route');
   }
-  // Spec §5: an account scheduled for deletion reaches only the allowlist.
+  // docs/api.md "Accounts scheduled for deletion": an account scheduled for deletion reaches only the allowlist.
   if (session.deletedAt && !declared.allowScheduledForDeletion) throw scheduledForDeletion(session);
   // 5. Platform roles.
   if (declared.platformRoles && !declared.platformRoles.includes(session.user.role)) {
@@ -104,7 +104,7 @@ async function check(c: Context<AppEnv>, declared: Access, target?: TargetResolv
   if (needsOrganization && !organization.id) {
     throw new ApiError('NO_ACTIVE_ORGANIZATION', 'No active organization');
   }
-  // The organization's policy (API.md): a session that is not multi-factor
+  // The organization's policy (README "Multi-factor authentication"): a session that is not multi-factor
   // stops here, superadmins too; an API key is not a session.
   if (needsOrganization && organization.requireMfa && !session.apiKey && !session.session.mfa) {
     throw new ApiError('MFA_REQUIRED', 'Multi-factor authentication required');
@@ -129,7 +129,7 @@ async function check(c: Context<AppEnv>, declared: Access, target?: TargetResolv
 }
 
 /**
- * Deny by default (spec §1 principle 1): a request that reaches an endpoint
+ * Deny by default (docs/api.md "Access"): a request that reaches an endpoint
  * whose definition declared no access is treated as "session required".
  * `globals` are the app-wide middleware, which are not endpoints.
  */

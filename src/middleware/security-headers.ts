@@ -1,9 +1,9 @@
 import type { MiddlewareHandler } from 'hono';
 
 export interface SecurityHeadersOptions {
-  /** Fills the spec's `{cdn_host}` (the API docs page's scripts and styles). */
+  /** Fills `{cdn_host}` of docs/api.md "Security headers" (the API docs page's scripts and styles). */
   cdnHost: string;
-  /** Fills the spec's `{avatar_host}` (profile images of the OAuth providers). */
+  /** Fills `{avatar_host}` (profile images of the OAuth providers). */
   avatarHost: string;
 }
 
@@ -20,7 +20,7 @@ const sources = (...values: string[]) =>
     .join(' ');
 
 /**
- * Spec §8 "Security headers (all responses)", exact values: the one table the
+ * docs/api.md "Security headers", exact values: the one table the
  * middleware and the Node listener's own answers (node-listener.ts) send.
  * Cross-Origin-Embedder-Policy is never sent.
  */
@@ -42,7 +42,7 @@ export function securityHeaderValues({ cdnHost, avatarHost }: SecurityHeadersOpt
   };
 }
 
-/** Spec §8, in every environment: the table above on every response, and no X-Powered-By. */
+/** docs/api.md "Security headers", in every environment: the table above on every response, and no X-Powered-By. */
 export function securityHeaders(options: SecurityHeadersOptions): MiddlewareHandler {
   const headers = Object.entries(securityHeaderValues(options));
   return async function securityHeaders(c, next) {

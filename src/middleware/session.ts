@@ -6,7 +6,7 @@ import { ApiError } from '../shared/errors.js';
 import type { AppEnv, EnrichedSession, SessionResolver } from '../shared/types.js';
 
 /**
- * Spec §4: the session and its permissions are resolved once per request.
+ * docs/api.md "Access": the session and its permissions are resolved once per request.
  * This installs a memoized loader instead of resolving eagerly, so public
  * routes (and requests the rate limiter refused) never touch the session store.
  */
@@ -49,7 +49,7 @@ function hasSessionCookie(c: Context<AppEnv>): boolean {
 /**
  * Which credential a request authenticates with: a key when one is presented
  * and keys are on (`key` given), a session cookie otherwise; both at once is
- * refused. Keys never authenticate the library's routes (API.md API_KEY_AUTH).
+ * refused. Keys never authenticate the library's routes (docs/api.md "API keys").
  */
 export function credentialResolver({
   cookie,

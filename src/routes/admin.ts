@@ -60,7 +60,7 @@ const changeRoleRoute = defineRoute({
   },
 });
 
-/** API.md platform admin routes; every change is audited (`user.role_changed`). */
+/** docs/api.md "Platform roles": the admin routes; every change is audited (`user.role_changed`). */
 export function adminRoutes({ db }: { db: Kysely<Database> }) {
   return createRouter()
     .openapi(listRoute, async (c) => {

@@ -123,7 +123,7 @@ function toApiKey(row: KeyRow) {
   };
 }
 
-/** API.md api-keys rows; spec §3 "API key" (create, idempotent revoke, one audit entry each). */
+/** docs/api.md "API keys" (create, idempotent revoke, one audit entry each). */
 export function apiKeyRoutes({
   db,
   clock,

@@ -35,7 +35,7 @@ const route = defineRoute({
   },
 });
 
-/** API.md GET /api/audit-logs: keyset pages of (created_at, id), newest first. */
+/** GET /api/audit-logs (docs/api.md "Pagination"): keyset pages of (created_at, id), newest first. */
 export function auditLogRoutes({ db }: { db: Kysely<Database> }) {
   return createRouter().openapi(route, async (c) => {
     const tenantId = tenantOf(c);

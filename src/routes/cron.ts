@@ -23,7 +23,7 @@ const route = defineRoute({
   },
 });
 
-/** API.md cron row: 401 without the right secret, and always 401 when CRON_SECRET is unset. */
+/** The purge job (docs/api.md "Accounts scheduled for deletion"): 401 without the right secret, and always 401 when CRON_SECRET is unset. */
 export function cronRoutes({
   db,
   clock,

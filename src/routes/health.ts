@@ -67,7 +67,7 @@ export function createDatabaseProbe({
   };
 }
 
-/** API.md: 200 `{ status: "ok" }`; 503 when the database does not answer. */
+/** 200 `{ status: "ok" }`; 503 when the database does not answer. */
 export function healthRoutes(options: DatabaseProbeOptions) {
   const probe = createDatabaseProbe(options);
   return createRouter().openapi(route, async (c) => {

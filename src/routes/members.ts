@@ -105,7 +105,7 @@ const transferRoute = defineRoute({
   },
 });
 
-/** Spec §3 "Member role", §4, API.md members rows. */
+/** docs/api.md "Members and ownership". */
 export function memberRoutes({ db }: { db: Kysely<Database> }) {
   const change = (c: Context<AppEnv>, memberId: string, roleId: string) => {
     const actor = sessionOf(c);

@@ -34,7 +34,7 @@ const updateRoute = defineRoute({
   },
 });
 
-/** API.md "Organization policy": GET/PATCH /api/organization/security, audited as `organization.security_updated`. */
+/** README "Multi-factor authentication": GET/PATCH /api/organization/security, audited as `organization.security_updated`. */
 export function organizationSecurityRoutes({ db }: { db: Kysely<Database> }) {
   return createRouter()
     .openapi(readRoute, async (c) => {

@@ -93,7 +93,7 @@ function slugOf(name: string): string {
   return slug;
 }
 
-/** Spec §4 role routes, API.md role record. Every query names the tenant; RLS is the second lock. */
+/** docs/api.md "Permissions and roles". Every query names the tenant; RLS is the second lock. */
 export function roleRoutes({ db }: { db: Kysely<Database> }) {
   return createRouter()
     .openapi(listRoute, async (c) => {

@@ -11,11 +11,11 @@ export const uuidV4 = () => z.uuidv4().openapi({ pattern: z.regexes.uuid(4).sour
 /** A stored time as JSON writes it (ISO 8601 UTC), or null. */
 export const isoOrNull = (value: Date | null) => (value ? new Date(value).toISOString() : null);
 
-/** Spec §4 rule 1: path ids are UUID version 4. */
+/** Path ids are UUID version 4 (docs/api.md "Conventions"). */
 export const IdParams = z.object({ id: uuidV4().openapi({ param: { name: 'id', in: 'path' } }) });
 
 /**
- * One of the permission strings of spec §2's table (`resource:action`), as an
+ * One of the permission strings of the permission table (docs/api.md "Permissions and roles") (`resource:action`), as an
  * enum: a pattern of resources and actions would also admit pairs the table
  * does not have (`api_keys:delete`).
  */

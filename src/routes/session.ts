@@ -129,7 +129,7 @@ async function provedFactors(
 }
 
 /**
- * API.md: GET /api/session (optional-auth; allowlisted for accounts scheduled
+ * docs/api.md "Sessions": GET /api/session (optional-auth; allowlisted for accounts scheduled
  * for deletion), and POST /api/session/step-up (docs/security.md "Sensitive
  * actions and step-up").
  */

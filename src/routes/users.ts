@@ -142,7 +142,7 @@ async function profile(db: Kysely<Database>, userId: string) {
   };
 }
 
-/** API.md users/me rows; spec §3 "Account scheduled for deletion". */
+/** docs/api.md "Accounts scheduled for deletion": the /api/users/me routes. */
 export function userRoutes({ db, clock, graceDays }: { db: Kysely<Database>; clock: Clock; graceDays: number }) {
   return createRouter()
     .openapi(profileRoute, async (c) => c.json(await profile(db, sessionOf(c).user.id), 200))

@@ -1,7 +1,7 @@
 /**
  * The client address from X-Forwarded-For behind `hops` trusted proxies, each
- * of which appends the address it saw: the entry `hops` from the right (spec
- * §8 rule 2: one hop, the right-most). Entries further left are whatever the
+ * of which appends the address it saw: the entry `hops` from the right (one
+ * hop by default, the right-most; docs/security.md "Client addresses"). Entries further left are whatever the
  * client sent. 0 hops, or no header: null (the caller uses the socket).
  *
  * A header shorter than `hops` gives its left-most entry: every entry was
@@ -92,8 +92,8 @@ function withoutPort(address: string): string {
 }
 
 /**
- * Who the address-keyed rate-limit tiers count a client as (README "Rate
- * limiting", docs/security.md "Client addresses"). An IPv4 address is itself;
+ * Who the address-keyed rate-limit tiers count a client as (docs/api.md
+ * "Rate limiting", docs/security.md "Client addresses"). An IPv4 address is itself;
  * an IPv4-mapped (`::ffff:a.b.c.d`, RFC 4291 §2.5.5.2) or IPv4-compatible
  * (`::a.b.c.d`) IPv6 address, however spelled, is the IPv4 address inside it;
  * any other IPv6 address is its first `ipv6Prefix` bits, written canonically

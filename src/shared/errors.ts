@@ -170,7 +170,7 @@ export function describeError(error: unknown): { name: string; message: string; 
   return { name: 'NonError', message: String(error) };
 }
 
-/** 429 RATE_LIMITED with the four headers of API.md (on 429 only); `reset` in Unix milliseconds. */
+/** 429 RATE_LIMITED with the four headers of docs/api.md "Rate limiting" (on 429 only); `reset` in Unix milliseconds. */
 export function tooMany(decision: { limit: number; remaining: number; reset: number }, now: Date): ApiError {
   const retryAfter = Math.max(1, Math.ceil((decision.reset - now.getTime()) / 1000));
   return new ApiError('RATE_LIMITED', 'Too many requests', {

@@ -1,7 +1,7 @@
 import { ApiError } from './errors.js';
 
 /**
- * Spec §2 "Permission" and "Role" as data: the resources, their actions, the
+ * docs/api.md "Permissions and roles" as data: the resources, their actions, the
  * 17 default permission strings and the four default roles. Everything else
  * (seeding, validation, the guard) reads this table.
  */
@@ -22,12 +22,12 @@ export const ALL_PERMISSIONS: readonly Permission[] = Object.entries(RESOURCE_AC
   actions.map((action) => `${resource}:${action}` as Permission),
 );
 
-/** How many permissions exist (spec §2 table): the most a role or a key can list. */
+/** How many permissions exist (docs/api.md "Permissions and roles"): the most a role or a key can list. */
 export const PERMISSION_COUNT = ALL_PERMISSIONS.length;
 
 const ACTIONS = [...new Set(Object.values(RESOURCE_ACTIONS).flat())];
 
-/** `<resource>:<action>` with the spec's allowed parts (spec §2 Permission), from the table. */
+/** `<resource>:<action>` with the allowed parts, from the table. */
 export const PERMISSION_PATTERN = new RegExp(`^(${Object.keys(RESOURCE_ACTIONS).join('|')}):(${ACTIONS.join('|')})$`);
 
 const READ_ONLY = ALL_PERMISSIONS.filter((permission) => permission.endsWith(':read'));
@@ -36,7 +36,7 @@ const READ_ONLY = ALL_PERMISSIONS.filter((permission) => permission.endsWith(':r
 export const PLATFORM_ROLES = ['superadmin', 'admin', 'user'] as const;
 export type PlatformRole = (typeof PLATFORM_ROLES)[number];
 
-/** Spec §2 "Role": default roles, seeded for every new organization. */
+/** docs/api.md "Permissions and roles": default roles, seeded for every new organization. */
 export const DEFAULT_ROLES = [
   { slug: 'owner', name: 'Owner', description: 'Full control of the organization', permissions: ALL_PERMISSIONS },
   {
@@ -55,7 +55,7 @@ export function isPermission(value: string): value is Permission {
   return (ALL_PERMISSIONS as readonly string[]).includes(value);
 }
 
-/** Spec §4 step 7: all listed permissions must be granted (AND). */
+/** docs/api.md "Access": all listed permissions must be granted (AND). */
 export function hasAll(granted: readonly string[], required: readonly string[]): boolean {
   return required.every((permission) => granted.includes(permission));
 }

@@ -18,7 +18,7 @@ export interface AppDeps {
   clock?: Clock;
 }
 
-/** The session a request carries, resolved once by the session middleware (spec §2 Session). */
+/** The session a request carries, resolved once by the session middleware (docs/api.md "Sessions"). */
 export interface EnrichedSession {
   user: {
     id: string;
@@ -37,7 +37,7 @@ export interface EnrichedSession {
   permissions: string[];
   /** The active organization requires multi-factor sessions. Not part of the JSON session. */
   requireMfa: boolean;
-  /** When set, the account is scheduled for deletion (spec §2 User). Not part of the JSON session. */
+  /** When set, the account is scheduled for deletion (docs/api.md "Accounts scheduled for deletion"). Not part of the JSON session. */
   deletedAt: string | null;
   /** When a scheduled account is due for purge (deletedAt + ACCOUNT_DELETION_GRACE_DAYS). */
   purgeAfter: string | null;
@@ -61,7 +61,7 @@ export type AppEnv = {
     session: EnrichedSession | null;
     /** The organization the guard authorized the request in (routes that need one); read with `tenantOf`. */
     tenantId: string;
-    /** The client address the rate limiter keys on (spec §8 rule 2). */
+    /** The client address the rate limiter keys on (docs/security.md "Client addresses"). */
     clientIp: string;
   };
 };

@@ -77,7 +77,7 @@ function postChunked(port: number, path: string, body: Buffer): Promise<HttpResu
 
 const statusOf = (raw: string) => Number(/^HTTP\/1\.1 (\d{3})/.exec(raw)?.[1] ?? 0);
 
-describe('body limit (spec §8, API.md 413)', () => {
+describe('body limit (docs/api.md "Bodies")', () => {
   let t: TestApp;
   let server: ServerType;
   let port: number;
@@ -329,7 +329,7 @@ describe('body limit (spec §8, API.md 413)', () => {
     });
   });
 
-  describe('JSON routes (API.md Conventions)', () => {
+  describe('JSON routes (docs/api.md "Conventions")', () => {
     const post = (body: string, contentType: string | null = 'application/json') =>
       t.app.request('/api/test/echo', {
         method: 'POST',

@@ -35,7 +35,7 @@ function preflight(app: TestApp['app'], origin: string, path = '/api/health') {
   });
 }
 
-describe('CORS (spec §8)', () => {
+describe('CORS (docs/api.md "CORS")', () => {
   let t: TestApp;
   const extra: TestApp[] = [];
   /** Further apps share the first one's database: one PGlite per file. */
@@ -140,7 +140,7 @@ describe('CORS (spec §8)', () => {
       expect(pre.headers.get('access-control-allow-methods')).toContain('POST');
     });
 
-    it('allows every origin when * stands beside explicit origins (rule 3)', () => {
+    it('allows every origin when * stands beside explicit origins', () => {
       const { config, warnings } = parseConfig({ NODE_ENV: 'development', CORS_ORIGIN: 'https://app.example.com, *' });
       expect(config.cors.origins).toBe('*');
       expect(warnings.map((w) => w.event)).not.toContain('config.cors_disabled');

@@ -207,7 +207,7 @@ describe('CSRF through the app', () => {
     expect(await foreign.json()).toMatchObject({ code: 'FORBIDDEN' });
   });
   /**
-   * Spec §5 "Session authentication" on the library's routes: APP_URL is the
+   * docs/api.md "Sign-in", on the library's routes: APP_URL is the
    * trusted origin, and cross-origin auth requests are refused, by this check
    * (403 FORBIDDEN) or else by the library's own origin and Fetch Metadata
    * checks, which the service keeps on (better-auth turns them off under

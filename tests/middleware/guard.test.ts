@@ -1,7 +1,7 @@
 /**
- * Spec §4: the global guard's seven steps, in order, with the contract's
- * status, code and message (API.md "Errors"); spec §1 principle 1 (deny by
- * default) as a walk over every route the app registers.
+ * docs/api.md "Access": the global guard's seven steps, in order, with the
+ * contract's status, code and message (docs/api.md "Errors"); deny by
+ * default as a walk over every route the app registers.
  */
 import { z } from '@hono/zod-openapi';
 import { sql } from 'kysely';
@@ -154,7 +154,7 @@ const INSUFFICIENT_PERMISSIONS = {
 };
 const allowed = (userId: string | null) => ({ status: 200, body: expect.objectContaining({ ok: true, userId }) });
 
-describe('guard (spec §4)', () => {
+describe('guard (docs/api.md "Access")', () => {
   let t: TestApp;
   let founder: SignedInUser;
   let organizationId: string;
@@ -423,7 +423,7 @@ describe('guard (spec §4)', () => {
     });
   });
 
-  describe('account scheduled for deletion (spec §5, API.md Errors)', () => {
+  describe('account scheduled for deletion (docs/api.md "Accounts scheduled for deletion")', () => {
     it('most routes answer 403 ACCOUNT_SCHEDULED_FOR_DELETION; allowlisted, optional-auth and public routes still answer', async () => {
       const user = await signedInUser(t);
       await setPlatformRole(t, user.id, 'superadmin');
@@ -456,7 +456,7 @@ describe('guard (spec §4)', () => {
     });
   });
 
-  describe('deny by default (spec §1 principle 1)', () => {
+  describe('deny by default (docs/api.md "Access")', () => {
     it('a route registered without any access declaration answers 401 without a session and 200 with one', async () => {
       expect(await get(t, '/api/test/undeclared')).toEqual(UNAUTHORIZED);
       const user = await signedInUser(t);

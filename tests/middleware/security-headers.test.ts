@@ -7,7 +7,7 @@ import { createTestApp, type TestApp } from '../support/app.js';
 const DEFAULT_CDN = 'https://cdn.jsdelivr.net';
 const DEFAULT_AVATARS = 'https://lh3.googleusercontent.com https://avatars.githubusercontent.com';
 
-/** Spec §8 "Security headers (all responses)", with the placeholders filled. */
+/** docs/api.md "Security headers", with the placeholders filled. */
 // Oracle: copied from the contract on purpose; the service must agree with it.
 function expectedHeaders(cdnHost: string, avatarHost: string): Record<string, string> {
   return {
@@ -49,7 +49,7 @@ function addTestRoutes(t: TestApp) {
   );
 }
 
-describe('security headers (spec §8)', () => {
+describe('security headers (docs/api.md "Security headers")', () => {
   let t: TestApp;
   beforeAll(async () => {
     t = await createTestApp();
@@ -57,7 +57,7 @@ describe('security headers (spec §8)', () => {
   });
   afterAll(() => t.close());
 
-  it('sends every spec header with its exact value on a 200', async () => {
+  it('sends every security header with its exact value on a 200', async () => {
     const res = await t.app.request('/api/health');
     expect(res.status).toBe(200);
     expectSpecHeaders(res);

@@ -1,5 +1,5 @@
 /**
- * API.md platform admin routes: GET /api/admin/users (admin or superadmin),
+ * docs/api.md "Platform roles", the admin routes: GET /api/admin/users (admin or superadmin),
  * PATCH /api/admin/users/:id/role (superadmin), audited as `user.role_changed`.
  */
 import { type Kysely, sql } from 'kysely';

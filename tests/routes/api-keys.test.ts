@@ -17,8 +17,8 @@ import {
 import { signedInUser } from '../support/users.js';
 
 /**
- * Spec §2 "API key" and "Audit log entry", §3 "API key", §4 rule 6, §5 "API
- * keys", §6, §8; API.md api-keys rows, errors and audit actions.
+ * docs/api.md "API keys", "Audit actions" and "Access": the routes, their
+ * errors and audit entries.
  */
 
 const KEY = /^sk_live_[0-9A-Za-z]{32}$/;
@@ -681,7 +681,7 @@ describe('API keys', () => {
     });
   });
 
-  describe('a key authenticates nothing (spec §5, API_KEY_AUTH disabled)', () => {
+  describe('a key authenticates nothing (API_KEY_AUTH disabled)', () => {
     it('Authorization: Bearer <valid key> without a session is 401 on every key route, and changes nothing', async () => {
       const created = await createOk(org.owner.jar, { scopes: ['api_keys:read', 'api_keys:write'] });
       const bearer = { authorization: `Bearer ${created.key}` };

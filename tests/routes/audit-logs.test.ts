@@ -12,7 +12,7 @@ import {
 } from '../support/orgs.js';
 import { signedInUser } from '../support/users.js';
 
-/** API.md GET /api/audit-logs (organizations:read; `?limit=1..100&cursor=`; newest first); spec §2 "Audit log entry". */
+/** GET /api/audit-logs, docs/api.md "Pagination" and "Audit actions" (organizations:read; `?limit=1..100&cursor=`; newest first). */
 
 interface Entry {
   id: string;

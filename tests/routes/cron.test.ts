@@ -5,7 +5,8 @@ import { createOrganization, newMember } from '../support/orgs.js';
 import { type SignedInUser, signedInUser } from '../support/users.js';
 
 /**
- * Spec §5 "Scheduled jobs" (CRON_SECRET); API.md cron row: the purge of
+ * docs/api.md "Accounts scheduled for deletion", README "Configuration"
+ * (CRON_SECRET): the purge of
  * accounts whose grace period has ended, behind `Authorization: Bearer <CRON_SECRET>`.
  */
 

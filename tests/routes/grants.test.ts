@@ -13,8 +13,8 @@ import {
 import { signedInUser } from '../support/users.js';
 
 /**
- * Nobody grants what they do not hold, superadmins excepted (README
- * "Permissions"): the one rule behind roles, role assignments and key scopes.
+ * Nobody grants what they do not hold, superadmins excepted (docs/api.md
+ * "Permissions and roles"): the one rule behind roles, role assignments and key scopes.
  */
 describe('granting permissions', () => {
   let t: TestApp;

@@ -16,7 +16,7 @@ import {
 } from '../support/orgs.js';
 import { signedInUser } from '../support/users.js';
 
-/** Spec §3 "Member role", §4 member routes; API.md members rows, errors, audit actions. */
+/** docs/api.md "Members and ownership": the member routes, their errors and audit actions. */
 describe('member routes', () => {
   let t: TestApp;
   let org: TestOrganization;

@@ -7,7 +7,7 @@ import { auditRows, createOrganization, newMember, type TestMember, type TestOrg
 import { signedInUser } from '../support/users.js';
 
 /**
- * API.md "Organization policy": GET/PATCH /api/organization/security, and
+ * README "Multi-factor authentication": GET/PATCH /api/organization/security, and
  * while `requireMfa` is on, 403 MFA_REQUIRED on every route that needs the
  * active organization for a session that is not multi-factor (after the
  * organization step, before permissions, superadmins too; API keys

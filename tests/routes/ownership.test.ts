@@ -17,7 +17,7 @@ import {
 } from '../support/orgs.js';
 import { signedInUser } from '../support/users.js';
 
-/** Spec §3 "Member role" (transfer), §7 rule 3; API.md NOT_OWNER, TARGET_NOT_ADMIN, ownership.transferred. */
+/** docs/api.md "Members and ownership" (transfer): NOT_OWNER, TARGET_NOT_ADMIN, ownership.transferred. */
 describe('POST /api/roles/transfer-ownership', () => {
   let t: TestApp;
   let org: TestOrganization;

@@ -21,7 +21,7 @@ import {
 } from '../support/orgs.js';
 import { signedInUser } from '../support/users.js';
 
-/** Spec §2 Role, §4 role routes and rules 1-4; API.md role record, errors, audit actions. */
+/** docs/api.md "Permissions and roles": the role routes, record, errors and audit actions. */
 describe('role routes', () => {
   let t: TestApp;
   let org: TestOrganization;
@@ -41,7 +41,7 @@ describe('role routes', () => {
   const del = (id: string, jar = org.owner.jar) => call(t, `/api/roles/${id}`, { method: 'DELETE', jar });
 
   describe('default roles', () => {
-    it('are seeded with exactly the spec permission sets, defaults first, and the creator is Owner', async () => {
+    it('are seeded with exactly the default permission sets, defaults first, and the creator is Owner', async () => {
       const fresh = await createOrganization(t, await signedInUser(t));
       const roles = await listRoles(t, fresh.owner);
       expect(roles.map((r) => [r.name, r.slug, r.isDefault])).toEqual([

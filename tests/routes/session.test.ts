@@ -1,6 +1,6 @@
 /**
- * API.md `GET /api/session` (optional-auth): `null` signed out, else exactly
- * the enriched session. Spec §2 "Session": the 5-minute cookie cache must not
+ * docs/api.md "Sessions": `GET /api/session` (optional-auth): `null` signed out, else exactly
+ * the enriched session. The 5-minute cookie cache must not
  * delay a revocation, a platform-role change or a deletion mark.
  */
 
@@ -79,7 +79,7 @@ describe('GET /api/session', () => {
         emailVerified: true,
         twoFactorEnabled: false,
       },
-      // API.md "Multi-factor authentication": a magic-link session is not multi-factor.
+      // README "Multi-factor authentication": a magic-link session is not multi-factor.
       session: {
         id: row.id,
         activeOrganizationId: null,
@@ -92,7 +92,7 @@ describe('GET /api/session', () => {
     });
     expect(body!.user.id).toMatch(UUID_V4);
     expect(body!.session.id).toMatch(UUID_V4);
-    // Spec §2: 7 days absolute lifetime.
+    // docs/api.md "Sessions": 7 days absolute lifetime.
     const lifetime = new Date(body!.session.expiresAt).getTime() - before;
     expect(lifetime).toBeGreaterThan(7 * 24 * 3600_000 - 60_000);
     expect(lifetime).toBeLessThanOrEqual(7 * 24 * 3600_000 + 1000);

@@ -15,9 +15,8 @@ import { PASSWORD, type SignedInUser, signedInUser } from '../support/users.js';
 import { createWebhook, deliveriesOf } from '../support/webhooks.js';
 
 /**
- * Spec §2 "User" (deletedAt), §3 and §5 "Account scheduled for deletion", §4
- * rule 9, §7, §8 (purge in the auth tier); API.md users/me rows, errors and
- * audit actions.
+ * docs/api.md "Accounts scheduled for deletion" (purge in the auth tier:
+ * "Rate limiting"): the /api/users/me routes, their errors and audit actions.
  */
 
 const DAY = 24 * 60 * 60 * 1000;

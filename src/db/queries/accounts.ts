@@ -14,7 +14,7 @@ export function purgeAfter(deletedAt: Date | string, graceDays: number): Date {
 }
 
 /**
- * Removes an account at once, in one transaction (API.md purge row): its API
+ * Removes an account at once, in one transaction (docs/api.md "Accounts scheduled for deletion"): its API
  * keys are revoked with audit entries, organizations where it is the only
  * member go with it (their keys revoked too), the others each get a
  * `member.removed` entry (reason `account_purged`), its sessions, accounts,
@@ -101,7 +101,7 @@ export async function purgeAccount(
 }
 
 /**
- * The scheduled job (API.md cron row, Workers `scheduled`): purges every
+ * The scheduled job (docs/api.md "Accounts scheduled for deletion", Workers `scheduled`): purges every
  * account whose grace period has ended, each in its own transaction; one
  * failure is logged and counted, and the others go on.
  */
@@ -145,7 +145,7 @@ export function findProfile(db: Kysely<Database>, userId: string) {
     .executeTakeFirst();
 }
 
-/** Marks the account for deletion at `at` (spec §3 "Account scheduled for deletion"), audited with its purge date. */
+/** Marks the account for deletion at `at` (docs/api.md "Accounts scheduled for deletion"), audited with its purge date. */
 export async function scheduleDeletion(
   db: Kysely<Database>,
   { userId, at, purgeAfter }: { userId: string; at: Date; purgeAfter: Date },

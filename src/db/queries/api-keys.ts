@@ -17,7 +17,7 @@ export const KEY_COLUMNS = [
   'last_used_at',
 ] as const;
 
-/** The metadata audit entries carry (spec §2: name, scopes, expiry; never the key, hash or salt). */
+/** The metadata audit entries carry (docs/api.md "Audit actions": name, scopes, expiry; never the key, hash or salt). */
 export function keyMetadata(key: { id: string; name: string; scopes: string[]; expires_at: Date | null }) {
   return {
     keyId: key.id,
@@ -41,9 +41,9 @@ export interface RevokeKeys {
 
 /**
  * Revokes active keys, each with one `api_key.revoked` entry in its
- * organization: one key (DELETE /api/api-keys/:id), an organization's (spec
- * §3: organization deleted), one member's there (member removed or left),
- * or a user's everywhere (spec §3: user deleted). One conditional UPDATE per
+ * organization: one key (DELETE /api/api-keys/:id), an organization's (organization
+ * deleted), one member's there (member removed or left), or a user's
+ * everywhere (user deleted; docs/api.md "API keys"). One conditional UPDATE per
  * organization decides the winner, so concurrent revokes audit a key once.
  * Needs nothing set on `trx`; leaves the tenant named when given, no tenant
  * and no key owner otherwise.

@@ -11,7 +11,7 @@ import { findDefaultRole, findRole, libraryRoleFor } from './roles.js';
  * Locks the organization's Owner memberships for the rest of the
  * transaction and returns their ids. Every change that can remove an Owner
  * takes this lock first, so two of them never both see "another Owner
- * remains" (spec §3 Member role; two Owners demoting each other at once).
+ * remains" (docs/api.md "Members and ownership"; two Owners demoting each other at once).
  */
 export async function lockOwners(trx: Transaction<Database>, tenantId: string): Promise<string[]> {
   const owner = await findDefaultRole(trx, tenantId, 'owner');
@@ -33,7 +33,7 @@ export interface RoleChange {
 }
 
 /**
- * Spec §3 "Member role": the target role must belong to the organization, at
+ * docs/api.md "Members and ownership": the target role must belong to the organization, at
  * least one Owner must remain, and the caller can neither grant nor take away
  * a role holding permissions the caller lacks (no escalation by assignment).
  * Needs the tenant set on `trx`.
@@ -120,7 +120,7 @@ export function setMemberRole(
 }
 
 /**
- * Spec §3 ownership transfer, an atomic swap: the calling Owner becomes an
+ * docs/api.md "Members and ownership": the transfer, an atomic swap: the calling Owner becomes an
  * Admin and the target Admin the Owner (NOT_OWNER, TARGET_NOT_ADMIN otherwise).
  */
 export function transferOwnership(

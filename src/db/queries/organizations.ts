@@ -7,7 +7,7 @@ export interface OrganizationSecurity {
   requireMfa: boolean;
 }
 
-/** The organization's security policy (API.md "Organization policy"). */
+/** The organization's security policy (README "Multi-factor authentication"). */
 export async function organizationSecurity(
   db: Kysely<Database>,
   organizationId: string,

@@ -125,7 +125,7 @@ export function updateRole(
 
 /**
  * Deletes a custom role; its members become Viewers in the same transaction
- * (spec §4 rule 2). Audited as `role.deleted`; returns how many moved.
+ * (docs/api.md "Permissions and roles"). Audited as `role.deleted`; returns how many moved.
  */
 export function deleteRole(
   db: Kysely<Database>,

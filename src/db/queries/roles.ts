@@ -8,7 +8,7 @@ export interface RoleWithPermissions extends Role {
   permissions: string[];
 }
 
-/** Spec §2 Role: slug from name, lower-case words joined by hyphens. */
+/** docs/api.md "Permissions and roles": slug from name, lower-case words joined by hyphens. */
 export function slugify(name: string): string {
   return name
     .normalize('NFKD')
@@ -25,7 +25,7 @@ const permissionList = sql<string[]>`coalesce((
 ), '{}')`;
 
 /**
- * API.md: Owner, Admin, Member, Viewer first, then custom roles by name. One
+ * docs/api.md "Permissions and roles": Owner, Admin, Member, Viewer first, then custom roles by name. One
  * statement that names the tenant itself (migrations/0006 tenant_roles): no
  * surrounding transaction is needed, and inside one it names the same tenant.
  */
@@ -94,7 +94,7 @@ export async function knownPermissions(db: Db): Promise<Set<string>> {
   return new Set(rows.map((row) => row.name));
 }
 
-/** Spec §6 ORGANIZATION_CREATED: the four default roles; returns their ids by slug. Needs the tenant set on `trx`. */
+/** docs/api.md "Organizations": the four default roles of a new organization; returns their ids by slug. Needs the tenant set on `trx`. */
 export async function seedDefaultRoles(
   trx: Transaction<Database>,
   tenantId: string,

@@ -43,7 +43,7 @@ export async function changePlatformRole(
       .executeTakeFirst();
     if (!current) throw new ApiError('NOT_FOUND', 'User not found');
     if (current.role === role) return current;
-    // Like the last Owner of an organization (API.md 409 OWNERSHIP_CONSTRAINT):
+    // Like the last Owner of an organization (409 OWNERSHIP_CONSTRAINT, docs/api.md "Errors"):
     // only the command line can make a superadmin, so none must be left without one.
     if (current.role === 'superadmin' && superadmins.length <= 1) {
       throw new ApiError('OWNERSHIP_CONSTRAINT', 'The last superadmin cannot be demoted');

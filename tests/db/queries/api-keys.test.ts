@@ -18,8 +18,8 @@ import { signedInUser } from '../../support/users.js';
 
 /**
  * API keys and the audit log at the database: the runtime role's grants
- * (migrations 0003, 0004), concurrent revocation (API.md: one audit entry),
- * and revoking a user's keys in every organization (spec §3 "user deleted").
+ * (migrations 0003, 0004), concurrent revocation (one audit entry: docs/api.md "API keys"),
+ * and revoking a user's keys in every organization (a user deleted).
  * Runs on PGlite (`npm test`) and on PostgreSQL (`npm run test:integration`).
  */
 
