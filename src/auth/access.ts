@@ -68,7 +68,10 @@ export const access = {
     permissions: readonly Permission[],
     { apiKeys, ...options }: O & { apiKeys: boolean },
   ) => ({ kind: 'session' as const, organization: true as const, permissions, apiKeys, ...options }),
-  /** Permissions without a decision on API keys: for guard() outside defineRoute (which requires one). */
+  /**
+   * Permissions in the active organization without a decision on API keys:
+   * for the auth library's rows and guard() (defineRoute requires `tenant`).
+   */
   permissions: (...permissions: Permission[]): Access => ({ kind: 'session', organization: true, permissions }),
   platform: (...platformRoles: PlatformRole[]) => ({ kind: 'session' as const, platformRoles }),
 };

@@ -167,7 +167,9 @@ describe('guard (docs/api.md "Access")', () => {
       c.json({ ok: true, userId: (await loadSession(c))?.user.id ?? null }),
     );
     t.app.post('/api/test/undeclared', (c) => c.json({ ok: true }));
-    t.app.get('/api/test/tenant', guard(access.permissions('roles:read')), (c) => c.json({ tenantId: tenantOf(c) }));
+    t.app.get('/api/test/tenant', guard(access.tenant(['roles:read'], { apiKeys: true })), (c) =>
+      c.json({ tenantId: tenantOf(c) }),
+    );
     t.app.get('/api/test/tenant-without-organization', guard(access.session()), (c) =>
       c.json({ tenantId: tenantOf(c) }),
     );
@@ -545,7 +547,7 @@ describe('API keys, a decision every tenant route states', () => {
     const responses = { 200: { description: 'ok' } };
     const declare = () => [
       // @ts-expect-error permissions without a decision on API keys
-      defineRoute({ method: 'get', path: '/x', access: access.permissions('roles:read'), responses }),
+      defineRoute({ method: 'get', path: '/x', access: access.session({ permissions: ['roles:read'] }), responses }),
       // @ts-expect-error an organization without a decision on API keys
       defineRoute({ method: 'get', path: '/y', access: access.session({ organization: true }), responses }),
       defineRoute({ method: 'get', path: '/z', access: access.tenant(['roles:read'], { apiKeys: false }), responses }),
