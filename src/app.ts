@@ -7,6 +7,7 @@ import { budgetedMailer } from './auth/mail-budget.js';
 import { type NoticeOrigin, notifySecurityEvent, type SecurityEvent } from './auth/security-notices.js';
 import { createSessionResolver, type SessionStateRow } from './auth/session.js';
 import type { SessionStateCache } from './auth/session-state-cache.js';
+import type { DatabaseHandle } from './db/client.js';
 import { bodyLimit } from './middleware/body-limit.js';
 import { cors } from './middleware/cors.js';
 import { csrf } from './middleware/csrf.js';
@@ -18,6 +19,7 @@ import { accessLog, requestId } from './middleware/request-context.js';
 import { securityHeaders } from './middleware/security-headers.js';
 import { clearSessionStates, credentialResolver, session } from './middleware/session.js';
 import { deliverAfterResponse } from './middleware/webhooks.js';
+import type { RateLimitStore } from './platform/rate-limit-store.js';
 import { createRouter, notFoundAnswer } from './router.js';
 import { adminRoutes } from './routes/admin.js';
 import { apiKeyRoutes } from './routes/api-keys.js';
@@ -33,9 +35,21 @@ import { sessionRoutes } from './routes/session.js';
 import { userRoutes } from './routes/users.js';
 import { webhookDeliveryRoutes } from './routes/webhook-deliveries.js';
 import { webhookRoutes } from './routes/webhooks.js';
-import type { AppDeps, AppEnv } from './shared/types.js';
+import type { Clock } from './shared/clock.js';
+import type { Config } from './shared/config.js';
+import type { Logger } from './shared/logger.js';
+import type { AppEnv } from './shared/types.js';
 import { createSecretBox } from './webhooks/secrets.js';
 import { type UrlPolicy, urlPolicyFor } from './webhooks/url-policy.js';
+
+/** What `createApp` is built from: each entry (Node, Workers, tests) builds its own. */
+export interface AppDeps {
+  config: Config;
+  database: DatabaseHandle;
+  rateLimitStore: RateLimitStore;
+  logger: Logger;
+  clock?: Clock;
+}
 
 export interface CreateAppOptions {
   /** How the entry finds the client address (Node: x-forwarded-for, else the socket; Workers: CF-Connecting-IP). */
@@ -100,9 +114,10 @@ export function createApp(deps: AppDeps, options: CreateAppOptions = {}) {
   if (options.deliverWebhooks && options.background)
     use(deliverAfterResponse(options.deliverWebhooks, options.background));
   use(bodyLimit());
-  // Issue 14 item 7: cookie-bearing state changes only from the app's own
-  // origins: APP_URL, AUTH_URL, and the ones CORS_ORIGIN names explicitly
-  // (the operator's list of credentialed front ends; never `*`).
+  // Cookie-bearing state changes only from the app's own origins
+  // (docs/design.md "Decisions", cross-site requests): APP_URL, AUTH_URL,
+  // and the ones CORS_ORIGIN names explicitly (the operator's list of
+  // credentialed front ends; never `*`).
   const corsOrigins = Array.isArray(config.cors.origins) ? config.cors.origins : [];
   use(csrf({ trustedOrigins: [config.auth.appUrl, config.auth.url, ...corsOrigins] }));
   use(

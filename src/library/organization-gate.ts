@@ -4,8 +4,9 @@ import type { OrganizationTarget } from '../auth/access.js';
 import { loadSessionState } from '../auth/session.js';
 import type { Database } from '../db/database.js';
 import { invitationOrganization, organizationIdBySlug } from '../db/queries/library-calls.js';
+import type { TargetResolver } from '../middleware/guard.js';
 import { ApiError } from '../shared/errors.js';
-import type { AppEnv, EnrichedSession, TargetResolver } from '../shared/types.js';
+import type { AppEnv, EnrichedSession } from '../shared/types.js';
 import { libraryInput } from './input.js';
 import type { JsonObject, LibraryRoute } from './row.js';
 

@@ -1,12 +1,13 @@
 import type { Context, MiddlewareHandler } from 'hono';
 import { matchedRoutes } from 'hono/route';
-import { type Access, bypassesPermissions } from '../auth/access.js';
+import { type Access, bypassesPermissions, type OrganizationTarget } from '../auth/access.js';
 import { ApiError } from '../shared/errors.js';
 import { hasAll } from '../shared/permissions.js';
-import type { AppEnv, EnrichedSession, TargetResolver } from '../shared/types.js';
+import type { AppEnv, EnrichedSession } from '../shared/types.js';
 
 export { type Access, access, type OrganizationTarget, type RouteAccess } from '../auth/access.js';
-export type { TargetResolver } from '../shared/types.js';
+/** The organization a call acts on, when the request names it (src/library/organization-gate.ts). */
+export type TargetResolver = (c: Context<AppEnv>, session: EnrichedSession) => Promise<OrganizationTarget>;
 
 /** The session, loaded at most once per request (the session middleware installs the loader). */
 export async function loadSession(c: Context<AppEnv>): Promise<EnrichedSession | null> {

@@ -1,22 +1,8 @@
 import type { Context } from 'hono';
-import type { OrganizationTarget } from '../auth/access.js';
-import type { DatabaseHandle } from '../db/client.js';
-import type { RateLimitStore } from '../platform/rate-limit-store.js';
-import type { Clock } from './clock.js';
-import type { Config } from './config.js';
 import type { Logger } from './logger.js';
 import type { PlatformRole } from './permissions.js';
 
 export type { Clock } from './clock.js';
-
-/** What `createApp` is built from: each entry (Node, Workers, tests) builds its own. */
-export interface AppDeps {
-  config: Config;
-  database: DatabaseHandle;
-  rateLimitStore: RateLimitStore;
-  logger: Logger;
-  clock?: Clock;
-}
 
 /** The session a request carries, resolved once by the session middleware (docs/api.md "Sessions"). */
 export interface EnrichedSession {
@@ -68,6 +54,3 @@ export type AppEnv = {
 
 /** Finds the request's session (cookie or API key); the session middleware calls it at most once per request. */
 export type SessionResolver = (c: Context<AppEnv>) => Promise<EnrichedSession | null>;
-
-/** The organization a call acts on, when the request names it (src/auth/organization-gate.ts). */
-export type TargetResolver = (c: Context<AppEnv>, session: EnrichedSession) => Promise<OrganizationTarget>;
