@@ -224,7 +224,7 @@ export function accountEvents({ config, db, mailer, background }: Deps) {
 }
 
 /**
- * API.md "OAuth sign-in and linking": an address the provider did not assert
+ * docs/security.md "Account linking": an address the provider did not assert
  * sends the browser to the `errorCallbackURL` it named, else to the app
  * (APP_URL), never to the library's own error page.
  */

@@ -21,7 +21,7 @@ import { type SessionPaths, secondFactorHooks, secondFactorPlugins, sessionMfaFi
 export const AUTH_BASE_PATH = '/api/auth';
 export const COOKIE_PREFIX = 'gatehouse';
 
-/** Spec §2 "Session" settings. */
+/** The session settings (docs/api.md "Sessions"). */
 export const SESSION_SETTINGS = {
   expiresIn: 7 * 24 * 60 * 60,
   updateAge: 24 * 60 * 60,
@@ -61,9 +61,9 @@ export interface AuthDeps {
 }
 
 /**
- * better-auth on our database and our tables (spec §1, §5). The library's own
- * rate limiter is off (ours runs in front of it) and so is its admin plugin
- * (spec §4 rule 5: `/api/auth/admin/*` is not served).
+ * better-auth on our database and our tables. The library's own rate limiter
+ * is off (ours runs in front of it) and so is its admin plugin
+ * (`/api/auth/admin/*` is not served: docs/api.md "Sign-in").
  */
 export function createAuth({
   config,
@@ -87,8 +87,9 @@ export function createAuth({
     baseURL: config.auth.url,
     basePath: AUTH_BASE_PATH,
     secret: config.auth.secret,
-    // Spec §5: APP_URL is the only trusted origin; the library's CSRF and
-    // origin checks refuse the rest.
+    // APP_URL is the only trusted origin (docs/api.md "Sign-in"); the library's
+    // CSRF and origin checks refuse the rest (docs/design.md "Decisions",
+    // cross-site requests).
     trustedOrigins: [config.auth.appUrl],
     // `ambientAware`: inside runInTransaction the library's queries join our
     // transaction (organization creation and its role seeding commit as one).
@@ -128,7 +129,7 @@ export function createAuth({
       additionalFields: sessionMfaField,
       ...SESSION_SETTINGS,
     },
-    // API.md "Multi-factor authentication" (src/auth/second-factor.ts).
+    // README "Multi-factor authentication" (src/auth/second-factor.ts).
     // The security notices' hooks are a plugin's (below): its after hook runs after these.
     hooks: secondFactor.hooks,
     databaseHooks: secondFactor.databaseHooks,
@@ -147,7 +148,7 @@ export function createAuth({
       // libuv's thread pool and a constant-time compare (src/auth/password.ts).
       // Sign-in for an unknown email still hashes once, through the same hook.
       password: { hash: hashPassword, verify: verifyPassword },
-      // No account enumeration by timing (README "Security"): a reset for an
+      // No account enumeration by timing (docs/security.md "Credential changes"): a reset for an
       // unknown email sends nothing, so the mail for a known one must not hold
       // the answer either; and a sign-up for a taken email mails the owner, as
       // a new one mails its verification link, both before answering.
@@ -167,7 +168,7 @@ export function createAuth({
       sendVerificationEmail: ({ user, url }) => send({ ...emails.verification(user.email, url), kind: 'verification' }),
     },
     socialProviders: {
-      // Spec §5 Flows: each provider only when both its id and secret are set.
+      // Each provider only when both its id and secret are set (docs/api.md "Sign-in").
       ...(config.oauth.google
         ? { google: { ...config.oauth.google, redirectURI: `${config.auth.url}${AUTH_BASE_PATH}/callback/google` } }
         : {}),

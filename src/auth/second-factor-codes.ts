@@ -22,7 +22,7 @@ export type SecretKey = Parameters<typeof symmetricDecrypt>[0]['key'];
 /**
  * A TOTP code of the user's authenticator, as the plugin verifies it (RFC
  * 6238, 6 digits, 30 s, window ±1), accepted once: a code of a time step at
- * or below the last one accepted is a replay (§5.2), refused with one
+ * or below the last one accepted is a replay (RFC 6238 §5.2), refused with one
  * conditional UPDATE so two requests with one code cannot both pass.
  */
 export async function acceptTotpCode(

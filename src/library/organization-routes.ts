@@ -25,7 +25,7 @@ const session = access.session;
 const inOrganization = access.permissions;
 
 /**
- * The organization plugin's routes for organizations themselves (README
+ * The organization plugin's routes for organizations themselves (docs/api.md
  * "Organizations"): permission strings, checked in the organization acted on.
  */
 export const ORGANIZATION_ROUTES: readonly LibraryRoute[] = [

@@ -142,7 +142,7 @@ export const ConfigSchema = z.object({
   GITHUB_CLIENT_ID: z.string().optional(),
   GITHUB_CLIENT_SECRET: z.string().optional(),
 
-  /** Fill the spec's `{cdn_host}` and `{avatar_host}` CSP placeholders (space-separated sources). */
+  /** Fill the `{cdn_host}` and `{avatar_host}` CSP placeholders (space-separated sources; docs/api.md "Security headers"). */
   CSP_CDN_HOST: z
     .string()
     .regex(/^[^;,'"]*$/, { message: 'must be CSP sources without ; , or quotes' })

@@ -7,7 +7,7 @@ import { completeWithTotp, enableTotp, type TwoFactorUser } from '../support/mfa
 import { signedInUser } from '../support/users.js';
 
 /**
- * API.md "Multi-factor authentication": an OAuth sign-in of a user with
+ * README "Multi-factor authentication": an OAuth sign-in of a user with
  * two-factor is held back like a password sign-in. The provider is a local
  * HTTP server standing in for GitHub's token and user endpoints (the
  * library's outbound requests to github.com are sent there); the library

@@ -7,7 +7,7 @@ import { accountAuditRows } from '../support/orgs.js';
 import { signedInUser } from '../support/users.js';
 
 /**
- * API.md "Multi-factor authentication": TOTP with backup codes through the
+ * README "Multi-factor authentication": TOTP with backup codes through the
  * twoFactor plugin, the second factor on every sign-in path, multi-factor
  * sessions, and the audit entries of the changes.
  */

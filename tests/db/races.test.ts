@@ -59,7 +59,7 @@ describe('races', () => {
       ).toHaveLength(1);
       const refused = answers.find((answer) => answer.status !== 200)!;
       // The loser's transaction finds one Owner left (409). Its permissions are
-      // resolved once, when its session is read (spec §4): read after the
+      // resolved once, when its session is read (docs/api.md "Access"): read after the
       // winner committed, they are an Admin's and the demotion of an Owner is
       // refused as escalation (403) before the Owner count is looked at.
       expect([

@@ -30,7 +30,7 @@ const SKIPPED_FOLDERS = new Set(['node_modules', 'dist']);
  * sets it to true once the last owner's files are done, and from then on it
  * guards every change.
  */
-const SWEEP_DONE = false;
+const SWEEP_DONE = true;
 
 function scannedFiles(): string[] {
   const out: string[] = [];

@@ -24,7 +24,7 @@ import { signedInUser } from '../support/users.js';
 
 const ORG = '/api/auth/organization';
 
-/** API.md "Organizations": the plugin routes, authorized by our permission strings. */
+/** docs/api.md "Organizations": the plugin routes, authorized by our permission strings. */
 describe('organization plugin routes', () => {
   let t: TestApp;
 

@@ -137,7 +137,7 @@ describe('rate limits that cannot be bought', () => {
       expect((await signIn(t, bystander.email, PASSWORD, nextIp())).status).toBe(200);
     });
 
-    it('the global tier still keys a signed-in user on the user id (spec §8 rule 2)', async () => {
+    it('the global tier still keys a signed-in user on the user id (docs/security.md "Client addresses")', async () => {
       const small = await createTestApp({
         database: open.database,
         env: { ...LIMITED_ENV, RATE_LIMIT_GLOBAL_LIMIT: '3' },

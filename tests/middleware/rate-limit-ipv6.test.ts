@@ -1,6 +1,6 @@
 /**
- * How the address-keyed tiers (global, auth) count a client (README "Rate
- * limiting", docs/security.md "Client addresses"): an IPv6 client by its
+ * How the address-keyed tiers (global, auth) count a client (docs/api.md
+ * "Rate limiting", docs/security.md "Client addresses"): an IPv6 client by its
  * RATE_LIMIT_IPV6_PREFIX (a /64 by default), an IPv4-mapped address as the
  * IPv4 address inside it. Runs on the in-memory store (`npm test`) and on the
  * Upstash store over Redis (`npm run test:integration`).

@@ -1,5 +1,5 @@
 /**
- * Spec §8 "Rate limiting", API.md "Errors" (429) and "Configuration names".
+ * docs/api.md "Rate limiting" (and "Errors" for the 429), README "Configuration".
  *
  * Runs twice: `npm test` (in-memory store) and `npm run test:integration`
  * (the Upstash store through the test server over real Redis). Tests on the
@@ -78,7 +78,7 @@ describe('rate limit helpers', () => {
     expect(normalizePath('/api/auth/sign-in/%E0%A4%A')).toBe('/api/auth/sign-in/%e0%a4%a');
   });
 
-  it('isAuthSensitive covers every spec §8 path, the paths below each, and their disguises', () => {
+  it('isAuthSensitive covers every auth-sensitive path, the paths below each, and their disguises', () => {
     for (const prefix of AUTH_SENSITIVE_PATHS) {
       expect(isAuthSensitive(prefix), prefix).toBe(true);
       expect(isAuthSensitive(`${prefix}/`), `${prefix}/`).toBe(true);
@@ -139,7 +139,7 @@ describe('rate limit helpers', () => {
 
 describe('rate limiting on the default store', () => {
   const GLOBAL_LIMIT = 10;
-  const AUTH_LIMIT = 5; // the spec default: RATE_LIMIT_AUTH_LIMIT is not set
+  const AUTH_LIMIT = 5; // the default: RATE_LIMIT_AUTH_LIMIT is not set
   const TTL = 86_400; // long (epoch-aligned) windows: a run straddling a window boundary is vanishingly rare on the Redis store
   let t: TestApp;
 
@@ -158,7 +158,7 @@ describe('rate limiting on the default store', () => {
   });
   afterAll(() => t?.close());
 
-  it('uses the spec default of 5 for the auth tier', () => {
+  it('uses the default of 5 for the auth tier', () => {
     expect(t.config.rateLimit.auth.limit).toBe(AUTH_LIMIT);
     expect(t.config.rateLimit.auth.blockDuration).toBe(300);
   });

@@ -29,7 +29,7 @@ const UNDOCUMENTED = new Set(['/api/auth/*', '/api/openapi.json', '/api/docs']);
 /** The library's routes the service serves (src/library/routes.ts), described from the same rows. */
 const LIBRARY = new Set(LIBRARY_ROUTES.map((route) => `${route.method} ${openApiPath(`/api/auth${route.path}`)}`));
 
-/** Spec §8 "Security headers", with the configured defaults for `{cdn_host}` and `{avatar_host}`. */
+/** docs/api.md "Security headers", with the configured defaults for `{cdn_host}` and `{avatar_host}`. */
 const SPEC_CSP =
   "default-src 'none'; script-src 'self' 'unsafe-inline' https://cdn.jsdelivr.net; style-src 'self' 'unsafe-inline' https://cdn.jsdelivr.net; " +
   "img-src 'self' data: https://lh3.googleusercontent.com https://avatars.githubusercontent.com; font-src 'self'; connect-src 'self'";
@@ -234,7 +234,7 @@ describe('OpenAPI document (DOCS_ENABLED=true)', () => {
         expect(op.requestBody.content?.['application/json']?.schema, `${key}: JSON body schema`).toBeDefined();
       }
     }
-    // The error shape of API.md "Errors".
+    // The error shape of docs/api.md "Errors".
     expect(doc.components.schemas.Error).toMatchObject({
       type: 'object',
       required: expect.arrayContaining(['code', 'message']),
@@ -722,7 +722,7 @@ describe('OpenAPI document (DOCS_ENABLED=true)', () => {
     });
   });
 
-  it('serves /api/docs as HTML within the spec CSP', async () => {
+  it('serves /api/docs as HTML within the CSP of docs/api.md "Security headers"', async () => {
     const res = await t.app.request('/api/docs');
     expect(res.status).toBe(200);
     expect(res.headers.get('content-type')).toMatch(/^text\/html/);

@@ -10,7 +10,7 @@
  * holding every permission except one the route needs 403; a platform role
  * below the route's 403; a member (Owner, even) of another organization using
  * this organization's ids 404 (409 TARGET_NOT_ADMIN for an ownership
- * transfer, README "Decisions"); and the database unchanged after each
+ * transfer, docs/design.md "Decisions"); and the database unchanged after each
  * refusal. The organization plugin's routes guarded by our permission
  * strings get the same treatment. Mass assignment: the fields a client must
  * never set are refused by the strict schemas, or (library sign-up) ignored.

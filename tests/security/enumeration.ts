@@ -8,8 +8,8 @@
  * random (drift in machine load hits both sides); the median of the paired
  * differences must stay within an allowance (BOUND_MS, widened on a noisy
  * machine, see `allowance`). Measured in process (no network), the most an
- * observer could ever see; a real one adds network jitter on top. See the
- * README "Security" section for the bound and why it is enough.
+ * observer could ever see; a real one adds network jitter on top. See
+ * docs/security.md "Enumeration" for the bound and why it is enough.
  *
  * Two mailers: the development one (a log line, as in every other suite),
  * and one that takes MAILER_LATENCY_MS per mail, as a real provider's HTTP

@@ -3,7 +3,7 @@
  * route that takes input: both doors walked from the OpenAPI document
  * (checked against `app.routes` and the library's rows): the service's
  * routes, and the auth library's under `/api/auth`. Each case answers a 4xx in the contract's shape
- * `{ code, message, details? }` (API.md "Errors"; the library uses the same
+ * `{ code, message, details? }` (docs/api.md "Errors"; the library uses the same
  * shape), never a 5xx, and writes nothing (every table's rows unchanged).
  * Exceptions, stated where they occur: a body of exactly 1 MiB may be
  * accepted (it is within the limit), and the library ignores unknown fields
@@ -660,7 +660,7 @@ describe('hostile input', () => {
         `${label}: no response in ${JSON.stringify(bytes.toString('latin1').slice(0, 300))}`,
       ).toBeGreaterThan(0);
       for (const response of responses) {
-        // Node's parser refusals keep their HTTP status (408, 431) with the contract's body (README "Security").
+        // Node's parser refusals keep their HTTP status (408, 431) with the contract's body (docs/security.md "Hostile input").
         expect(
           contractProblems(response.status, response.headers['content-type'] ?? '', response.body, is4xx, [408, 431]),
           `${label}: ${response.status} ${response.body}`,

@@ -1,8 +1,8 @@
 /**
  * Requests the app never sees (refused by Node's HTTP
  * parser, or by the Node adapter before it calls the app) answer in the
- * contract's shape (API.md "Errors") with the spec's security headers (§8,
- * "all responses") and an `X-Request-Id`, over a real listener with the Node
+ * contract's shape (docs/api.md "Errors") with the security headers of every
+ * response (docs/api.md "Security headers") and an `X-Request-Id`, over a real listener with the Node
  * entry's client-error handling.
  */
 

@@ -102,7 +102,7 @@ export interface ErrorAnswer {
 
 /**
  * A 4xx in the contract's shape: `{ code, message, details? }` and nothing
- * else. Codes of the service map to their one status (API.md "Errors");
+ * else. Codes of the service map to their one status (docs/api.md "Errors");
  * the auth library's own codes (same shape) are its own.
  */
 export async function expectContractError(

@@ -1,6 +1,6 @@
 // The example's shell: a header with the session, a hash router over the
 // screens, one status line. Open http://localhost:3000 after `npm start` and
-// `npm run example` (README "Example SPA").
+// `npm run example` (README "Quick start").
 import { api, must } from './clients.js';
 import { account } from './screens/account.js';
 import { apiKeys } from './screens/api-keys.js';
