@@ -1,6 +1,7 @@
 import type { Kysely } from 'kysely';
 import type { Database } from '../db/database.js';
 import { keyByDigest, touchKey } from '../db/queries/api-keys.js';
+import { loadSessionState, type SessionStateRow } from '../db/queries/session-state.js';
 import type { RateLimitStore } from '../platform/rate-limit-store.js';
 import type { Config } from '../shared/config.js';
 import { ApiError, describeError, tooMany } from '../shared/errors.js';
@@ -8,7 +9,6 @@ import type { Logger } from '../shared/logger.js';
 import { currentRequestScope } from '../shared/request-scope.js';
 import type { Clock, EnrichedSession } from '../shared/types.js';
 import { isWellFormedKey, lookupDigest, verifyKey } from './api-key-material.js';
-import { loadSessionState, type SessionStateRow } from './session.js';
 import type { SessionStateCache } from './session-state-cache.js';
 
 const NO_SESSION = '00000000-0000-4000-8000-000000000000';

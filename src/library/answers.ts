@@ -1,6 +1,6 @@
 import { bypassesPermissions } from '../auth/access.js';
-import { loadSessionState } from '../auth/session.js';
 import { membershipOf } from '../db/queries/members.js';
+import { loadSessionState } from '../db/queries/session-state.js';
 import { withTenant } from '../db/tenant.js';
 import { ApiError } from '../shared/errors.js';
 import { hasAll } from '../shared/permissions.js';

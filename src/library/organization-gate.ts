@@ -1,9 +1,9 @@
 import type { Context } from 'hono';
 import type { Kysely } from 'kysely';
 import type { OrganizationTarget } from '../auth/access.js';
-import { loadSessionState } from '../auth/session.js';
 import type { Database } from '../db/database.js';
 import { invitationOrganization, organizationIdBySlug } from '../db/queries/library-calls.js';
+import { loadSessionState } from '../db/queries/session-state.js';
 import type { TargetResolver } from '../middleware/guard.js';
 import { ApiError } from '../shared/errors.js';
 import type { AppEnv, EnrichedSession } from '../shared/types.js';

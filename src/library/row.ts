@@ -3,6 +3,7 @@ import type { z } from 'zod';
 import type { Access, OrganizationTarget } from '../auth/access.js';
 import type { SessionCreation } from '../auth/second-factor.js';
 import type { Database } from '../db/database.js';
+import type { RateLimitTierName } from '../middleware/rate-limit-tiers.js';
 import type { RateLimitStore } from '../platform/rate-limit-store.js';
 import type { Clock, EnrichedSession } from '../shared/types.js';
 
@@ -53,9 +54,6 @@ export interface LibraryOutcome {
 export type AfterHook = (trx: Transaction<Database>, call: LibraryCall, outcome: LibraryOutcome) => Promise<unknown>;
 /** The JSON body to answer with from the library's answer (any status); undefined: the usual answer. */
 export type Reply = (call: LibraryCall, body: unknown) => unknown;
-
-/** The rate limiter's tier for a path (docs/api.md "Rate limiting"): `auth` also counts toward the auth tier. */
-export type RateLimitTierName = 'auth' | 'global';
 
 /**
  * Whether the library's call runs in one transaction with the route's hooks:

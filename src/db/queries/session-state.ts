@@ -1,0 +1,40 @@
+import { type Kysely, sql } from 'kysely';
+import type { EnrichedSession } from '../../shared/types.js';
+import type { Database } from '../database.js';
+
+export interface SessionStateRow {
+  email: string;
+  name: string;
+  role: EnrichedSession['user']['role'];
+  email_verified: boolean;
+  deleted_at: Date | null;
+  session_valid: boolean;
+  active_organization_id: string | null;
+  member_id: string | null;
+  permissions: string[];
+  session_mfa: boolean;
+  two_factor_enabled: boolean;
+  /** The policy of the organization read (the active one, or the one asked for), member or not (migrations/0009). */
+  require_mfa: boolean;
+  /** When the session last proved every factor (migrations/0009); null: never. */
+  step_up_at: Date | null;
+  session_created_at: Date | null;
+}
+
+/**
+ * One statement: fresh user state, session liveness, the stored active
+ * organization, and the permissions in it, or in `organizationId` when given
+ * (migrations/0002 session_state).
+ */
+export async function loadSessionState(
+  db: Kysely<Database>,
+  sessionId: string,
+  userId: string,
+  organizationId: string | null = null,
+): Promise<SessionStateRow | null> {
+  const { rows } =
+    await sql<SessionStateRow>`select * from session_state(${sessionId}::uuid, ${userId}::uuid, ${organizationId}::uuid)`.execute(
+      db,
+    );
+  return rows[0] ?? null;
+}
