@@ -7,20 +7,9 @@
  * about the domain.
  */
 import { Resolver } from 'node:dns/promises';
+import { DnsLookupError, type TxtResolver } from './dns-txt-types.js';
 
-/** The TXT records at `name`, each record's character-strings joined (RFC 1035 §3.3.14, RFC 7208 §3.3). */
-export type TxtResolver = (name: string) => Promise<string[]>;
-
-/** A lookup that failed for a reason other than "no such record" or a timeout. */
-export class DnsLookupError extends Error {
-  constructor(
-    readonly code: string,
-    readonly host: string,
-  ) {
-    super(`TXT lookup of ${host} failed: ${code}`);
-    this.name = 'DnsLookupError';
-  }
-}
+export { DnsLookupError, type TxtResolver } from './dns-txt-types.js';
 
 /** c-ares codes that mean "the domain does not prove anything": no record, no name, no answer in time. */
 const UNPROVEN = new Set(['ENODATA', 'ENOTFOUND', 'ETIMEOUT']);
