@@ -52,9 +52,23 @@ export const stdoutSink: LogSink = (line, level) => {
 
 export function createLogger(options: { sink?: LogSink; level?: LogLevel; base?: LogFields } = {}): Logger {
   const { sink = stdoutSink, level: minLevel = 'info', base = {} } = options;
-  const write = (level: LogLevel, event: string, fields: LogFields = {}) => {
-    if (LEVELS[level] < LEVELS[minLevel]) return;
-    const record = redact({ time: new Date().toISOString(), level, event, ...base, ...fields });
+  return buildLogger(sink, LEVELS[minLevel], base);
+}
+
+/**
+ * One logger over a sink and its base fields. A child (one per request: the
+ * request id) is just another of these, not a new createLogger; each line is
+ * built as one object and redacted in place at its top level (a line's own
+ * record, never the caller's), so the order and values of its fields are
+ * those of `{ time, level, event, ...base, ...fields }`, redacted.
+ */
+function buildLogger(sink: LogSink, minLevel: number, base: LogFields): Logger {
+  const write = (level: LogLevel, event: string, fields?: LogFields) => {
+    if (LEVELS[level] < minLevel) return;
+    const record: LogFields = { time: new Date().toISOString(), level, event, ...base, ...fields };
+    for (const key in record) {
+      record[key] = isSecretKey(key) ? '[redacted]' : redact(record[key], 1);
+    }
     sink(JSON.stringify(record), level);
   };
   return {
@@ -62,7 +76,7 @@ export function createLogger(options: { sink?: LogSink; level?: LogLevel; base?:
     info: (event, fields) => write('info', event, fields),
     warn: (event, fields) => write('warn', event, fields),
     error: (event, fields) => write('error', event, fields),
-    child: (fields) => createLogger({ sink, level: minLevel, base: { ...base, ...fields } }),
+    child: (fields) => buildLogger(sink, minLevel, { ...base, ...fields }),
   };
 }
 
