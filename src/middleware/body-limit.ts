@@ -1,4 +1,4 @@
-import type { Context, MiddlewareHandler } from 'hono';
+import type { Context, MiddlewareHandler, Next } from 'hono';
 import { ApiError } from '../shared/errors.js';
 
 export const MAX_BODY_BYTES = 1_048_576;
@@ -35,9 +35,12 @@ export function bodyLimit({
 } = {}): MiddlewareHandler {
   const tooLarge = () =>
     new ApiError('PAYLOAD_TOO_LARGE', `Request body exceeds ${maxSize} bytes`, { headers: { Connection: 'close' } });
-  return async function bodyLimit(c, next) {
+  // A read without a body passes straight on, with no async step (no promise) of its own.
+  return function bodyLimit(c, next) {
     const body = readWithoutBody(c) ? null : c.req.raw.body;
-    if (!body) return next();
+    return body ? limited(c, body, next) : next();
+  };
+  async function limited(c: Context, body: ReadableStream<Uint8Array>, next: Next): Promise<void> {
     const length = c.req.header('content-length');
     if (length !== undefined && !c.req.header('transfer-encoding')) {
       if (Number.parseInt(length, 10) > maxSize) throw tooLarge();
@@ -64,7 +67,7 @@ export function bodyLimit({
     }
     c.req.raw = new Request(c.req.raw, { body: buffer });
     return next();
-  };
+  }
 }
 
 /** Reads and drops the rest of a body until it ends, `bytes` have come or `ms` have passed; then cancels what is left. */

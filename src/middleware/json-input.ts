@@ -1,4 +1,4 @@
-import type { MiddlewareHandler } from 'hono';
+import type { Context, MiddlewareHandler, Next } from 'hono';
 import { ApiError, type ErrorDetail } from '../shared/errors.js';
 import { readWithoutBody } from './body-limit.js';
 
@@ -21,8 +21,12 @@ const JSON_TYPE = /^application\/(?:[\w.+-]+\+)?json\s*(?:;|$)/i;
  * the raw request to the library.
  */
 export function jsonInput({ maxDepth = MAX_JSON_DEPTH }: { maxDepth?: number } = {}): MiddlewareHandler {
-  return async function jsonInput(c, next) {
+  // Requests that are not JSON pass straight on, with no async step (no promise) of their own.
+  return function jsonInput(c, next) {
     if (readWithoutBody(c) || !JSON_TYPE.test(c.req.header('content-type') ?? '')) return next();
+    return checked(c, next);
+  };
+  async function checked(c: Context, next: Next): Promise<void> {
     const raw = c.req.raw;
     if (!raw.body) return next();
     const bytes = new Uint8Array(await raw.arrayBuffer());
@@ -43,7 +47,7 @@ export function jsonInput({ maxDepth = MAX_JSON_DEPTH }: { maxDepth?: number } =
     const problem = inspect(value, maxDepth);
     if (problem) throw invalid([problem]);
     return next();
-  };
+  }
 }
 
 function invalid(details: ErrorDetail[]): ApiError {

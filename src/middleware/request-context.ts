@@ -1,25 +1,29 @@
 import type { MiddlewareHandler } from 'hono';
-import { requestId as honoRequestId } from 'hono/request-id';
 import type { Logger } from '../shared/logger.js';
 import { runInRequestScope } from '../shared/request-scope.js';
 import type { AppEnv } from '../shared/types.js';
 
 const HEADER = 'X-Request-Id';
+/** A client's id kept as it came: word characters, `-` and `=`, 1 to 128 of them. */
+const WELL_FORMED = /^[\w\-=]{1,128}$/;
 
 /**
  * `X-Request-Id` on every response: the client's when well-formed (word
  * characters, `-` and `=`, at most 128), a fresh UUID otherwise.
  *
- * hono's middleware only prepares the header, which a handler returning a
- * Response of its own (the auth library's answers, forwarded as they are)
- * drops; so the header is set again on whatever response comes back, on a
- * copy when that response's headers are immutable.
+ * The header is prepared before the handler runs (hono's own request-id
+ * middleware does the same, in a second async step per request), which a
+ * handler returning a Response of its own (the auth library's answers,
+ * forwarded as they are) drops; so the header is set again on whatever
+ * response comes back, on a copy when that response's headers are immutable.
  */
 export function requestId(): MiddlewareHandler<AppEnv> {
-  const assign = honoRequestId({ headerName: HEADER, limitLength: 128, generator: () => crypto.randomUUID() });
   return async function requestId(c, next) {
-    await assign(c, next);
-    const id = c.get('requestId');
+    const sent = c.req.header(HEADER);
+    const id = sent !== undefined && WELL_FORMED.test(sent) ? sent : crypto.randomUUID();
+    c.set('requestId', id);
+    c.header(HEADER, id);
+    await next();
     if (c.res.headers.get(HEADER) === id) return;
     try {
       c.res.headers.set(HEADER, id);

@@ -11,7 +11,8 @@ import type { AppEnv, EnrichedSession, SessionResolver } from '../shared/types.j
  * routes (and requests the rate limiter refused) never touch the session store.
  */
 export function session({ resolve }: { resolve: SessionResolver }): MiddlewareHandler<AppEnv> {
-  return async function sessionMiddleware(c, next) {
+  // Not async: nothing runs after the handler, so the chain's own promise is handed back as it is.
+  return function sessionMiddleware(c, next) {
     let pending: Promise<EnrichedSession | null> | undefined;
     c.set('session', null);
     c.set('loadSession', () => {
@@ -21,7 +22,7 @@ export function session({ resolve }: { resolve: SessionResolver }): MiddlewareHa
       });
       return pending;
     });
-    await next();
+    return next();
   };
 }
 
