@@ -381,15 +381,24 @@ describe('parseConfig', () => {
       }
     });
 
-    it('DNS_SERVERS: unset is the system resolver; entries become ip:port / [v6]:port (port 53 by default)', () => {
+    it('DNS_SERVERS: unset is the system resolver; entries become host:port / ip:port / [v6]:port (port 53 by default)', () => {
       expect(parseConfig({ NODE_ENV: 'development' }).config.dns.servers).toBeNull();
       const { config } = parseConfig({
         NODE_ENV: 'development',
-        DNS_SERVERS: '127.0.0.1:5353, 1.1.1.1,[::1]:53,2606:4700:4700::1111',
+        DNS_SERVERS: '127.0.0.1:5353, 1.1.1.1,[::1]:53,2606:4700:4700::1111, localhost:5353,DNS.Example.com',
       });
-      expect(config.dns.servers).toEqual(['127.0.0.1:5353', '1.1.1.1:53', '[::1]:53', '[2606:4700:4700::1111]:53']);
-      for (const value of [
+      expect(config.dns.servers).toEqual([
+        '127.0.0.1:5353',
+        '1.1.1.1:53',
+        '[::1]:53',
+        '[2606:4700:4700::1111]:53',
+        'localhost:5353',
         'dns.example.com:53',
+      ]);
+      for (const value of [
+        'dns_server.example.com:53',
+        '-dns.example.com',
+        'dns.example.com:53/x',
         '1.1.1.1:0',
         '1.1.1.1:65536',
         '256.1.1.1',
@@ -398,11 +407,11 @@ describe('parseConfig', () => {
       ]) {
         const problems = refusal({ NODE_ENV: 'development', DNS_SERVERS: value }).problems;
         expect(problems, value).toEqual([
-          expect.stringMatching(/^DNS_SERVERS: entry \d: not ip\[:port\] or \[v6\]:port$/),
+          expect.stringMatching(/^DNS_SERVERS: entry \d: not host\[:port\], ip\[:port\] or \[v6\]:port$/),
         ]);
       }
       expect(refusal({ NODE_ENV: 'development', DNS_SERVERS: '9.9.9.9, ::1:x, 8.8.8.8:x' }).problems).toEqual([
-        'DNS_SERVERS: entry 2, 3: not ip[:port] or [v6]:port',
+        'DNS_SERVERS: entry 2, 3: not host[:port], ip[:port] or [v6]:port',
       ]);
     });
 

@@ -1,5 +1,6 @@
 /** The environment's variables as strings in, typed values out; config.ts checks what they mean together. */
 import { z } from 'zod';
+import { dnsServers } from './dns-servers.js';
 
 /** The value `.env.example` ships: fine on a laptop, refused anywhere else. */
 export const EXAMPLE_AUTH_SECRET = 'dev-only-insecure-secret-change-me-0123456789';
@@ -40,17 +41,6 @@ const httpUrl = (fallback: string) =>
 const databaseUrl = z.string().regex(/^(postgres(ql)?:\/\/.+|pglite:\/\/.+)$/, {
   message: 'must be postgres://… or pglite://<dir> / pglite://memory',
 });
-
-/** One DNS server as `ip:port` / `[v6]:port` (port 53 when not given); null when it is not an IP address. */
-function dnsServer(entry: string): string | null {
-  const match = /^(?:\[([^\]]+)\]|([\d.]+))(?::(\d{1,5}))?$/.exec(entry);
-  const bareV6 = !match && z.ipv6().safeParse(entry).success;
-  const ip = bareV6 ? entry : (match?.[1] ?? match?.[2]);
-  const v6 = bareV6 || match?.[1] !== undefined;
-  const port = Number(match?.[3] ?? 53);
-  if (!ip || !(v6 ? z.ipv6() : z.ipv4()).safeParse(ip).success || port < 1 || port > 65535) return null;
-  return v6 ? `[${ip}]:${port}` : `${ip}:${port}`;
-}
 
 /**
  * Every variable of README "Configuration", as strings in,
@@ -148,16 +138,8 @@ export const ConfigSchema = z.object({
     .pipe(z.array(z.number().int().min(1).max(65535, { message: 'each port must be 1-65535' })).max(64))
     .optional(),
 
-  /** DNS servers for domain-ownership checks, comma-separated `ip:port` / `[v6]:port` (default: the system's). */
-  DNS_SERVERS: z
-    .string()
-    .transform((value, ctx) => {
-      const entries = value.split(',').map((entry) => entry.trim());
-      const bad = entries.flatMap((entry, i) => (dnsServer(entry) ? [] : [i + 1]));
-      if (bad.length) ctx.addIssue({ code: 'custom', message: `entry ${bad.join(', ')}: not ip[:port] or [v6]:port` });
-      return entries.map((entry) => dnsServer(entry) ?? entry);
-    })
-    .optional(),
+  /** DNS servers for domain-ownership checks, comma-separated `host:port` (default: the system's). */
+  DNS_SERVERS: dnsServers.optional(),
   GOOGLE_CLIENT_ID: z.string().optional(),
   GOOGLE_CLIENT_SECRET: z.string().optional(),
   GITHUB_CLIENT_ID: z.string().optional(),

@@ -67,6 +67,20 @@ describe('createNodeTxtResolver', () => {
     await expect(lookup).rejects.toMatchObject({ code: 'ECONNREFUSED', host: 'acme.test' });
   });
 
+  it('a server named by host name (`localhost:<port>`) is looked up, then asked', async () => {
+    const port = dns.address.slice(dns.address.lastIndexOf(':') + 1);
+    const byName = createNodeTxtResolver([`localhost:${port}`], { timeoutMs: 500, tries: 1 });
+    expect((await byName('_gatehouse-challenge.acme.test')).sort()).toEqual([
+      'gatehouse-domain-verification=abc',
+      'v=spf1 -all',
+    ]);
+  });
+
+  it('a server host name that does not resolve throws DnsLookupError naming it', async () => {
+    const lookup = createNodeTxtResolver(['no-such-dns-server.invalid:53'], { timeoutMs: 200, tries: 1 })('acme.test');
+    await expect(lookup).rejects.toMatchObject({ host: 'no-such-dns-server.invalid' });
+  });
+
   it('without servers it uses the system resolver (a malformed name is refused, not sent)', async () => {
     const system = createNodeTxtResolver(null);
     await expect(system('bad..name')).rejects.toBeInstanceOf(DnsLookupError);
