@@ -28,13 +28,18 @@ export function session({ resolve }: { resolve: SessionResolver }): MiddlewareHa
 
 /** Clears the session-state cache after every request that may have written what it holds (auth/session-state-cache.ts). */
 export function clearSessionStates({ cache }: { cache: { clear(): void } }): MiddlewareHandler<AppEnv> {
-  return async function clearSessionStates(c, next) {
+  return function clearSessionStates(c, next) {
+    // Method and path are fixed for the request: one that cannot write passes straight on, with no async step of its own.
+    if (!mayWriteSessionState(c.req.method, c.req.path)) return next();
+    return cleared(next);
+  };
+  async function cleared(next: () => Promise<void>): Promise<void> {
     try {
       await next();
     } finally {
-      if (mayWriteSessionState(c.req.method, c.req.path)) cache.clear();
+      cache.clear();
     }
-  };
+  }
 }
 
 /** `Bearer sk_live_…` from the Authorization header, if the request presents one. */
