@@ -26,6 +26,7 @@ import { eachLine, freePort } from '../support/process.js';
 import { startReceiver } from '../support/webhooks.js';
 import { runWorkerBench } from './bench-worker.js';
 import { seedBenchTenant } from './seed.js';
+import { targetRows, type WorkerFigure } from './targets.js';
 
 const args = new Map<string, string>();
 for (let i = 2; i < process.argv.length; i += 2)
@@ -188,6 +189,8 @@ interface Scenario {
 
 interface Result {
   scenario: string;
+  /** The --only name of the scenario (the key of its target in tests/perf/targets.ts). */
+  name: string;
   requestsPerSecond: number;
   p50: number;
   p99: number;
@@ -209,6 +212,9 @@ async function measure(s: Scenario, seconds: number): Promise<autocannon.Result>
   });
 }
 
+/** The scenario name each measurement was run as, for its row's target. */
+const ranAs = new Map<autocannon.Result, string>();
+
 async function run(s: Scenario): Promise<autocannon.Result | null> {
   if (ONLY && s.name !== ONLY && s.name !== 'ceiling') return null;
   // Drain: autocannon abandons the requests in flight when the warm-up ends,
@@ -216,7 +222,15 @@ async function run(s: Scenario): Promise<autocannon.Result | null> {
   // could take (the warm-up's p99), at least half a second.
   const warm = WARMUP > 0 ? await measure(s, WARMUP) : null;
   await new Promise((r) => setTimeout(r, Math.max(500, Math.min(warm?.latency.p99 ?? 0, 15_000))));
-  return measure(s, DURATION);
+  const result = await measure(s, DURATION);
+  ranAs.set(result, s.name);
+  return result;
+}
+
+/** Resident memory of a process in MiB (/proc/<pid>/status). */
+function rssMiB(pid: number | undefined): number {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  return Math.round((Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0) / 1024) * 10) / 10;
 }
 
 /** SQL statements per request, counted through a Kysely log hook on an in-process app over a few sequential requests. */
@@ -313,7 +327,13 @@ async function workerScenarios(notes: Record<string, unknown>): Promise<void> {
   }
   console.table(worker.rows);
   notes.worker = worker;
+  workerFigures = worker.rows;
 }
+
+/** The Worker's rows when its scenarios ran, for the targets table. */
+let workerFigures: WorkerFigure[] | null = null;
+/** The compiled server's resident memory idle on an existing embedded database (startupTimes). */
+let idleRss: number | null = null;
 
 /**
  * Start-up of the compiled server to the first 200 of /api/health, on both
@@ -337,6 +357,11 @@ async function startupTimes(engine: string, baseEnv: Record<string, string>, dat
       startupPort,
     );
     startup[label] = Math.round(started.startedMs);
+    if (label === 'pglite, existing data directory') {
+      // Idle as `npm start` leaves it (the same compiled file, in one process): 5 s after its first 200.
+      await new Promise((r) => setTimeout(r, 5_000));
+      idleRss = rssMiB(started.process.pid);
+    }
     await started.stop();
   }
   if (engine === 'postgres') {
@@ -401,6 +426,7 @@ async function main() {
     if (!r) return;
     const result: Result = {
       scenario: name,
+      name: ranAs.get(r) ?? name,
       requestsPerSecond: Math.round(r.requests.average),
       p50: r.latency.p50,
       p99: r.latency.p99,
@@ -603,11 +629,15 @@ async function finish(engine: string, notes: Record<string, unknown>, results: R
     flag: r.marked ? 'ERRORS' : '',
   }));
   console.table(rows);
+  if (idleRss !== null) notes.idleRssMiB = idleRss;
+  const targets = targetRows(results, workerFigures, engine === 'pglite', idleRss);
   console.log(JSON.stringify(notes, null, 2));
   await mkdir('bench-results', { recursive: true });
   const file = join('bench-results', `bench-${engine}-${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
-  await writeFile(file, JSON.stringify({ notes, results }, null, 2));
+  await writeFile(file, JSON.stringify({ notes, results, targets }, null, 2));
   console.log(`written: ${file} (${(await stat(file)).size} bytes)`);
+  console.log('targets (ratios to a base measured in this run; docs/performance.md, "The bench"):');
+  console.table(targets);
 }
 
 main().catch((error) => {
