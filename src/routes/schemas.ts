@@ -1,5 +1,6 @@
 import { z } from '@hono/zod-openapi';
 import type { secondFactorsOf } from '../db/queries/second-factors.js';
+import { access } from '../middleware/guard.js';
 import { ALL_PERMISSIONS, PERMISSION_COUNT, type Permission } from '../shared/permissions.js';
 
 /**
@@ -118,3 +119,15 @@ export function secondFactorsJson({ totp, passkeys }: Awaited<ReturnType<typeof 
     passkeys: passkeys.map((p) => ({ ...p, createdAt: p.createdAt.toISOString() })),
   };
 }
+
+/**
+ * Who reaches the webhook routes (routes/webhooks.ts, routes/webhook-deliveries.ts):
+ * reading needs organizations:read, changing organizations:write; creating an
+ * endpoint or rotating its secret hands out a signing secret, a session's
+ * doing, never an API key's.
+ */
+export const WEBHOOK_ACCESS = {
+  read: access.tenant(['organizations:read'], { apiKeys: true }),
+  write: access.tenant(['organizations:write'], { apiKeys: true }),
+  writeSecret: access.tenant(['organizations:write'], { apiKeys: false }),
+};

@@ -3,9 +3,9 @@ import type { Kysely } from 'kysely';
 import type { Database } from '../db/database.js';
 import { PageQuerySchema } from '../db/pagination.js';
 import { deliveriesPage, enqueueTest } from '../db/queries/webhooks.js';
-import { access, sessionOf, tenantOf } from '../middleware/guard.js';
+import { sessionOf, tenantOf } from '../middleware/guard.js';
 import { createRouter, defineRoute, jsonContent } from '../router.js';
-import { IdParams, isoOrNull } from './schemas.js';
+import { IdParams, isoOrNull, WEBHOOK_ACCESS } from './schemas.js';
 
 const DeliverySchema = z
   .object({
@@ -21,8 +21,7 @@ const DeliverySchema = z
   })
   .openapi('WebhookDelivery');
 
-const read = access.tenant(['organizations:read'], { apiKeys: true });
-const write = access.tenant(['organizations:write'], { apiKeys: true });
+const { read, write } = WEBHOOK_ACCESS;
 
 const testRoute = defineRoute({
   method: 'post',

@@ -3,12 +3,12 @@ import type { Kysely } from 'kysely';
 import { WEBHOOK_EVENTS } from '../db/audit.js';
 import type { Database } from '../db/database.js';
 import { createEndpoint, deleteEndpoint, listEndpoints, rotateSecret, updateEndpoint } from '../db/queries/webhooks.js';
-import { access, sessionOf, tenantOf } from '../middleware/guard.js';
+import { sessionOf, tenantOf } from '../middleware/guard.js';
 import { createRouter, defineRoute, errorResponse, jsonContent } from '../router.js';
 import { ApiError } from '../shared/errors.js';
 import { generateWebhookSecret, type SecretBox } from '../webhooks/secrets.js';
 import { checkWebhookUrl, type UrlPolicy } from '../webhooks/url-policy.js';
-import { IdParams, uniqueArray, updateBody } from './schemas.js';
+import { IdParams, uniqueArray, updateBody, WEBHOOK_ACCESS } from './schemas.js';
 
 const EventName = z.enum(['*', ...WEBHOOK_EVENTS]);
 
@@ -63,10 +63,7 @@ const UpdateWebhookSchema = updateBody('UpdateWebhook', {
   enabled: z.boolean().optional(),
 });
 
-const read = access.tenant(['organizations:read'], { apiKeys: true });
-const write = access.tenant(['organizations:write'], { apiKeys: true });
-/** Creating an endpoint or rotating its secret hands out a signing secret: a session's doing, never an API key's. */
-const writeSecret = access.tenant(['organizations:write'], { apiKeys: false });
+const { read, write, writeSecret } = WEBHOOK_ACCESS;
 
 const createRoute = defineRoute({
   method: 'post',
