@@ -9,6 +9,7 @@ import * as multiFactor from './0007_multi_factor.js';
 import * as webhooks from './0008_webhooks.js';
 import * as stepUp from './0009_step_up.js';
 import * as webhookFairness from './0010_webhook_fairness.js';
+import * as sso from './0011_sso.js';
 
 /**
  * Every migration, in order. Listed statically (not read from the file system)
@@ -26,4 +27,5 @@ export const migrations: Record<string, Migration> = {
   '0008_webhooks': webhooks,
   '0009_step_up': stepUp,
   '0010_webhook_fairness': webhookFairness,
+  '0011_sso': sso,
 };

@@ -20,6 +20,7 @@ import { accessLog, requestId } from './middleware/request-context.js';
 import { securityHeaders } from './middleware/security-headers.js';
 import { clearSessionStates, credentialResolver, session } from './middleware/session.js';
 import { deliverAfterResponse } from './middleware/webhooks.js';
+import type { TxtResolver } from './platform/dns-txt-types.js';
 import type { RateLimitStore } from './platform/rate-limit-store.js';
 import { createRouter, notFoundAnswer } from './router.js';
 import { adminRoutes } from './routes/admin.js';
@@ -73,6 +74,14 @@ export interface CreateAppOptions {
   deliverWebhooks?: () => Promise<unknown>;
   /** Every address a host name resolves to (Node): webhook URLs naming a private address are refused. */
   resolveHost?: UrlPolicy['resolve'];
+  /**
+   * How the service reaches identity providers (OIDC discovery, tokens and
+   * keys; SAML metadata): Node pins each connection to an address the URL
+   * policy allowed (docs/sso.md "Addresses"). Default: the global fetch.
+   */
+  ssoFetch?: typeof fetch;
+  /** TXT lookups for domain verification (Node: DNS_SERVERS or the system's; Workers: DNS over TCP or HTTPS). */
+  resolveTxt?: TxtResolver;
 }
 
 /**
@@ -84,6 +93,7 @@ export interface CreateAppOptions {
 export function createApp(deps: AppDeps, options: CreateAppOptions = {}) {
   const { config, database, rateLimitStore, logger, clock = () => new Date() } = deps;
   const db = database.db;
+  const ssoFetch = options.ssoFetch ?? fetch;
   // docs/security.md "Mail budgets": every mail the service sends counts against its recipient's budgets.
   const provider = options.mailer ?? createMailer({ config, logger });
   const mailer = config.rateLimit.enabled
@@ -98,6 +108,7 @@ export function createApp(deps: AppDeps, options: CreateAppOptions = {}) {
     clock,
     // How each library path marks the sessions it creates: declared by the library routes' rows.
     sessionPaths: LIBRARY_SESSION_PATHS,
+    ssoFetch,
   });
   const readCookieCache = createCookieCacheVerifier(config);
 

@@ -160,6 +160,22 @@ describe('import layout', () => {
     expect([...graph.keys()].filter((file) => file.startsWith('webhooks/') && importsHono(file))).toEqual([]);
   });
 
+  it('sso/ (the OIDC and SAML protocols) knows no HTTP framework and nothing above db/ and the leaves', () => {
+    expect(
+      violations(
+        under('sso/'),
+        (target) =>
+          target.startsWith('routes/') ||
+          target.startsWith('middleware/') ||
+          target.startsWith('library/') ||
+          target.startsWith('auth/') ||
+          target === 'app.ts' ||
+          target === 'router.ts',
+      ),
+    ).toEqual([]);
+    expect([...graph.keys()].filter((file) => file.startsWith('sso/') && importsHono(file))).toEqual([]);
+  });
+
   it('a route file never reaches into another route file (schemas.ts is shared)', () => {
     expect(
       violations(under('routes/'), (target) => target.startsWith('routes/') && target !== 'routes/schemas.ts'),

@@ -58,6 +58,8 @@ export interface AuthDeps {
    * for a user with two-factor and proves nothing (fail closed).
    */
   sessionPaths?: SessionPaths;
+  /** How single sign-on reaches identity providers (docs/sso.md "Addresses"). */
+  ssoFetch?: typeof fetch;
 }
 
 /**

@@ -359,7 +359,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; DOMAIN_TAKEN: an SSO domain another organization has verified; DOMAIN_NOT_VERIFIED: no TXT record at the domain's `txtName` holds its `txtValue` (yet); QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -640,7 +640,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; DOMAIN_TAKEN: an SSO domain another organization has verified; DOMAIN_NOT_VERIFIED: no TXT record at the domain's `txtName` holds its `txtValue` (yet); QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -909,7 +909,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; DOMAIN_TAKEN: an SSO domain another organization has verified; DOMAIN_NOT_VERIFIED: no TXT record at the domain's `txtName` holds its `txtValue` (yet); QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -1068,7 +1068,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; DOMAIN_TAKEN: an SSO domain another organization has verified; DOMAIN_NOT_VERIFIED: no TXT record at the domain's `txtName` holds its `txtValue` (yet); QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -1210,7 +1210,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; DOMAIN_TAKEN: an SSO domain another organization has verified; DOMAIN_NOT_VERIFIED: no TXT record at the domain's `txtName` holds its `txtValue` (yet); QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -1448,7 +1448,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; DOMAIN_TAKEN: an SSO domain another organization has verified; DOMAIN_NOT_VERIFIED: no TXT record at the domain's `txtName` holds its `txtValue` (yet); QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -1602,7 +1602,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; DOMAIN_TAKEN: an SSO domain another organization has verified; DOMAIN_NOT_VERIFIED: no TXT record at the domain's `txtName` holds its `txtValue` (yet); QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -1730,7 +1730,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; DOMAIN_TAKEN: an SSO domain another organization has verified; DOMAIN_NOT_VERIFIED: no TXT record at the domain's `txtName` holds its `txtValue` (yet); QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -1964,7 +1964,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; DOMAIN_TAKEN: an SSO domain another organization has verified; DOMAIN_NOT_VERIFIED: no TXT record at the domain's `txtName` holds its `txtValue` (yet); QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -2119,7 +2119,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; DOMAIN_TAKEN: an SSO domain another organization has verified; DOMAIN_NOT_VERIFIED: no TXT record at the domain's `txtName` holds its `txtValue` (yet); QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -2474,7 +2474,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; DOMAIN_TAKEN: an SSO domain another organization has verified; DOMAIN_NOT_VERIFIED: no TXT record at the domain's `txtName` holds its `txtValue` (yet); QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -2861,7 +2861,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; DOMAIN_TAKEN: an SSO domain another organization has verified; DOMAIN_NOT_VERIFIED: no TXT record at the domain's `txtName` holds its `txtValue` (yet); QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -2992,7 +2992,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; DOMAIN_TAKEN: an SSO domain another organization has verified; DOMAIN_NOT_VERIFIED: no TXT record at the domain's `txtName` holds its `txtValue` (yet); QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -3139,7 +3139,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; DOMAIN_TAKEN: an SSO domain another organization has verified; DOMAIN_NOT_VERIFIED: no TXT record at the domain's `txtName` holds its `txtValue` (yet); QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -3279,7 +3279,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; DOMAIN_TAKEN: an SSO domain another organization has verified; DOMAIN_NOT_VERIFIED: no TXT record at the domain's `txtName` holds its `txtValue` (yet); QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -3657,7 +3657,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; DOMAIN_TAKEN: an SSO domain another organization has verified; DOMAIN_NOT_VERIFIED: no TXT record at the domain's `txtName` holds its `txtValue` (yet); QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -3782,7 +3782,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; DOMAIN_TAKEN: an SSO domain another organization has verified; DOMAIN_NOT_VERIFIED: no TXT record at the domain's `txtName` holds its `txtValue` (yet); QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -4089,7 +4089,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; DOMAIN_TAKEN: an SSO domain another organization has verified; DOMAIN_NOT_VERIFIED: no TXT record at the domain's `txtName` holds its `txtValue` (yet); QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -6681,7 +6681,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; DOMAIN_TAKEN: an SSO domain another organization has verified; DOMAIN_NOT_VERIFIED: no TXT record at the domain's `txtName` holds its `txtValue` (yet); QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -6826,7 +6826,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; DOMAIN_TAKEN: an SSO domain another organization has verified; DOMAIN_NOT_VERIFIED: no TXT record at the domain's `txtName` holds its `txtValue` (yet); QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -6961,7 +6961,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; DOMAIN_TAKEN: an SSO domain another organization has verified; DOMAIN_NOT_VERIFIED: no TXT record at the domain's `txtName` holds its `txtValue` (yet); QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -7103,7 +7103,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; DOMAIN_TAKEN: an SSO domain another organization has verified; DOMAIN_NOT_VERIFIED: no TXT record at the domain's `txtName` holds its `txtValue` (yet); QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -7256,7 +7256,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; DOMAIN_TAKEN: an SSO domain another organization has verified; DOMAIN_NOT_VERIFIED: no TXT record at the domain's `txtName` holds its `txtValue` (yet); QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -7407,7 +7407,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; DOMAIN_TAKEN: an SSO domain another organization has verified; DOMAIN_NOT_VERIFIED: no TXT record at the domain's `txtName` holds its `txtValue` (yet); QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -7693,7 +7693,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; DOMAIN_TAKEN: an SSO domain another organization has verified; DOMAIN_NOT_VERIFIED: no TXT record at the domain's `txtName` holds its `txtValue` (yet); QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -7845,7 +7845,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; DOMAIN_TAKEN: an SSO domain another organization has verified; DOMAIN_NOT_VERIFIED: no TXT record at the domain's `txtName` holds its `txtValue` (yet); QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -8001,7 +8001,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; DOMAIN_TAKEN: an SSO domain another organization has verified; DOMAIN_NOT_VERIFIED: no TXT record at the domain's `txtName` holds its `txtValue` (yet); QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -8156,7 +8156,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; DOMAIN_TAKEN: an SSO domain another organization has verified; DOMAIN_NOT_VERIFIED: no TXT record at the domain's `txtName` holds its `txtValue` (yet); QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -8597,7 +8597,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; DOMAIN_TAKEN: an SSO domain another organization has verified; DOMAIN_NOT_VERIFIED: no TXT record at the domain's `txtName` holds its `txtValue` (yet); QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -8748,7 +8748,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; DOMAIN_TAKEN: an SSO domain another organization has verified; DOMAIN_NOT_VERIFIED: no TXT record at the domain's `txtName` holds its `txtValue` (yet); QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -9030,7 +9030,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; DOMAIN_TAKEN: an SSO domain another organization has verified; DOMAIN_NOT_VERIFIED: no TXT record at the domain's `txtName` holds its `txtValue` (yet); QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -9583,7 +9583,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; DOMAIN_TAKEN: an SSO domain another organization has verified; DOMAIN_NOT_VERIFIED: no TXT record at the domain's `txtName` holds its `txtValue` (yet); QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -9735,7 +9735,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; DOMAIN_TAKEN: an SSO domain another organization has verified; DOMAIN_NOT_VERIFIED: no TXT record at the domain's `txtName` holds its `txtValue` (yet); QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -9892,7 +9892,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; DOMAIN_TAKEN: an SSO domain another organization has verified; DOMAIN_NOT_VERIFIED: no TXT record at the domain's `txtName` holds its `txtValue` (yet); QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -10043,7 +10043,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; DOMAIN_TAKEN: an SSO domain another organization has verified; DOMAIN_NOT_VERIFIED: no TXT record at the domain's `txtName` holds its `txtValue` (yet); QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -10320,7 +10320,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; DOMAIN_TAKEN: an SSO domain another organization has verified; DOMAIN_NOT_VERIFIED: no TXT record at the domain's `txtName` holds its `txtValue` (yet); QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -10480,7 +10480,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; DOMAIN_TAKEN: an SSO domain another organization has verified; DOMAIN_NOT_VERIFIED: no TXT record at the domain's `txtName` holds its `txtValue` (yet); QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -10632,7 +10632,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; DOMAIN_TAKEN: an SSO domain another organization has verified; DOMAIN_NOT_VERIFIED: no TXT record at the domain's `txtName` holds its `txtValue` (yet); QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -11453,7 +11453,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; DOMAIN_TAKEN: an SSO domain another organization has verified; DOMAIN_NOT_VERIFIED: no TXT record at the domain's `txtName` holds its `txtValue` (yet); QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -11609,7 +11609,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; DOMAIN_TAKEN: an SSO domain another organization has verified; DOMAIN_NOT_VERIFIED: no TXT record at the domain's `txtName` holds its `txtValue` (yet); QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -11761,7 +11761,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; DOMAIN_TAKEN: an SSO domain another organization has verified; DOMAIN_NOT_VERIFIED: no TXT record at the domain's `txtName` holds its `txtValue` (yet); QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -12041,7 +12041,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; DOMAIN_TAKEN: an SSO domain another organization has verified; DOMAIN_NOT_VERIFIED: no TXT record at the domain's `txtName` holds its `txtValue` (yet); QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -12193,7 +12193,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; DOMAIN_TAKEN: an SSO domain another organization has verified; DOMAIN_NOT_VERIFIED: no TXT record at the domain's `txtName` holds its `txtValue` (yet); QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -12598,7 +12598,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; DOMAIN_TAKEN: an SSO domain another organization has verified; DOMAIN_NOT_VERIFIED: no TXT record at the domain's `txtName` holds its `txtValue` (yet); QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -12750,7 +12750,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; DOMAIN_TAKEN: an SSO domain another organization has verified; DOMAIN_NOT_VERIFIED: no TXT record at the domain's `txtName` holds its `txtValue` (yet); QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
                 409: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -12860,12 +12860,15 @@ export interface components {
          *     - `NOT_OWNER` (403): an ownership transfer by a caller who is not the current Owner
          *     - `MFA_REQUIRED` (403): the organization requires multi-factor sessions; message `Multi-factor authentication required`
          *     - `STEP_UP_REQUIRED` (403): a sensitive action: the session has not proved every factor of its account within STEP_UP_MAX_AGE; message `Recent authentication required`; `POST /api/session/step-up` renews it
+         *     - `SSO_REQUIRED` (403): the organization requires single sign-on: a member whose email is at its verified domain, in a session that did not come through its SSO; message `Single sign-on required`
          *     - `NOT_FOUND` (404): an unknown id, and also an id of another organization (never revealing that it exists)
          *     - `METHOD_NOT_ALLOWED` (405): a served path asked with a method it does not serve; `Allow` names those it does
          *     - `SLUG_CONFLICT` (409): a role slug already used in the organization
          *     - `OWNERSHIP_CONSTRAINT` (409): a change that would leave an organization without an Owner
          *     - `DEFAULT_ROLE` (409): deleting or renaming a default role, or changing the Owner role's permissions
          *     - `TARGET_NOT_ADMIN` (409): an ownership transfer to a member who is not an Admin of the organization
+         *     - `DOMAIN_TAKEN` (409): an SSO domain another organization has verified
+         *     - `DOMAIN_NOT_VERIFIED` (409): no TXT record at the domain's `txtName` holds its `txtValue` (yet)
          *     - `QUOTA_EXCEEDED` (409): over a per-organization quota (WEBHOOK_MAX_ENDPOINTS)
          *     - `PAYLOAD_TOO_LARGE` (413): a body over 1,048,576 bytes, announced by Content-Length or streamed
          *     - `UNSUPPORTED_MEDIA_TYPE` (415): a body that is not JSON on a JSON route
@@ -12874,7 +12877,7 @@ export interface components {
          *     - `SERVICE_UNAVAILABLE` (503): the database or the rate-limit store does not answer
          * @enum {string}
          */
-        ErrorCode: "VALIDATION_ERROR" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NO_ACTIVE_ORGANIZATION" | "INSUFFICIENT_PERMISSIONS" | "ACCOUNT_SCHEDULED_FOR_DELETION" | "NOT_OWNER" | "MFA_REQUIRED" | "STEP_UP_REQUIRED" | "NOT_FOUND" | "METHOD_NOT_ALLOWED" | "SLUG_CONFLICT" | "OWNERSHIP_CONSTRAINT" | "DEFAULT_ROLE" | "TARGET_NOT_ADMIN" | "QUOTA_EXCEEDED" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "SERVICE_UNAVAILABLE";
+        ErrorCode: "VALIDATION_ERROR" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NO_ACTIVE_ORGANIZATION" | "INSUFFICIENT_PERMISSIONS" | "ACCOUNT_SCHEDULED_FOR_DELETION" | "NOT_OWNER" | "MFA_REQUIRED" | "STEP_UP_REQUIRED" | "SSO_REQUIRED" | "NOT_FOUND" | "METHOD_NOT_ALLOWED" | "SLUG_CONFLICT" | "OWNERSHIP_CONSTRAINT" | "DEFAULT_ROLE" | "TARGET_NOT_ADMIN" | "DOMAIN_TAKEN" | "DOMAIN_NOT_VERIFIED" | "QUOTA_EXCEEDED" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "SERVICE_UNAVAILABLE";
         Providers: {
             google: boolean;
             github: boolean;

@@ -1,5 +1,8 @@
 import type { ColumnType, Generated, Insertable, Selectable, Updateable } from 'kysely';
 import type { PlatformRole } from '../shared/permissions.js';
+import type { SsoBypassesTable, SsoConnectionsTable, SsoDomainsTable, SsoSamlReplaysTable } from './sso-tables.js';
+
+export type { OidcMetadata, SsoRoleMapping } from './sso-tables.js';
 
 /**
  * The one source of table types: queries, routes and tests read them from here.
@@ -34,6 +37,8 @@ export interface SessionsTable {
   mfa: Generated<boolean>;
   /** When the session last proved every factor of its account; null: never (migrations/0009). */
   step_up_at: NullableTimestamp;
+  /** The SSO connection that created the session; deleting it deletes the session (migrations/0011). */
+  sso_connection_id: string | null;
   created_at: Timestamp;
   updated_at: Timestamp;
 }
@@ -70,6 +75,8 @@ export interface OrganizationsTable {
   logo: string | null;
   metadata: string | null;
   require_mfa: Generated<boolean>;
+  /** docs/sso.md "Policy" (migrations/0011). */
+  require_sso: Generated<boolean>;
   created_at: Timestamp;
 }
 
@@ -229,6 +236,10 @@ export interface Database {
   passkeys: PasskeysTable;
   webhook_endpoints: WebhookEndpointsTable;
   webhook_deliveries: WebhookDeliveriesTable;
+  sso_connections: SsoConnectionsTable;
+  sso_domains: SsoDomainsTable;
+  sso_saml_replays: SsoSamlReplaysTable;
+  sso_bypasses: SsoBypassesTable;
 }
 
 export type User = Selectable<UsersTable>;

@@ -138,6 +138,11 @@ export const ConfigSchema = z.object({
     .pipe(z.array(z.number().int().min(1).max(65535, { message: 'each port must be 1-65535' })).max(64))
     .optional(),
 
+  /** Lets SSO issuers, discovery and metadata URLs point at loopback and private networks (default: only in development). */
+  SSO_ALLOW_PRIVATE_URLS: z
+    .enum(['true', 'false', '1', '0', 'yes', 'no'], { message: 'must be true or false' })
+    .transform((value) => value === 'true' || value === '1' || value === 'yes')
+    .optional(),
   /** DNS servers for domain-ownership checks, comma-separated `host:port` (default: the system's). */
   DNS_SERVERS: dnsServers.optional(),
   GOOGLE_CLIENT_ID: z.string().optional(),
@@ -224,6 +229,10 @@ export interface Config {
     maxEndpoints: number;
     /** The ports a webhook URL may name (its scheme's default port counts as named). */
     allowedPorts: number[];
+  };
+  sso: {
+    /** Issuers, discovery and metadata URLs may be at private, loopback and link-local addresses. */
+    allowPrivateUrls: boolean;
   };
   /** Servers for domain-ownership TXT lookups, each `ip:port` or `[v6]:port`; null = the system resolver. */
   dns: { servers: string[] | null };

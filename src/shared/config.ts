@@ -221,6 +221,7 @@ export function parseConfig(
       allowedPorts: raw.WEBHOOK_ALLOWED_PORTS ?? (production ? [443] : [443, 80]),
     },
     stepUp: { maxAgeSeconds: raw.STEP_UP_MAX_AGE },
+    sso: { allowPrivateUrls: raw.SSO_ALLOW_PRIVATE_URLS ?? development },
     dns: { servers: raw.DNS_SERVERS ?? null },
   };
   return { config, warnings };

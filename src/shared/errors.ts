@@ -38,6 +38,11 @@ export const ERRORS = {
     description:
       'a sensitive action: the session has not proved every factor of its account within STEP_UP_MAX_AGE; message `Recent authentication required`; `POST /api/session/step-up` renews it',
   },
+  SSO_REQUIRED: {
+    status: 403,
+    description:
+      'the organization requires single sign-on: a member whose email is at its verified domain, in a session that did not come through its SSO; message `Single sign-on required`',
+  },
   NOT_FOUND: {
     status: 404,
     description: 'an unknown id, and also an id of another organization (never revealing that it exists)',
@@ -55,6 +60,11 @@ export const ERRORS = {
   TARGET_NOT_ADMIN: {
     status: 409,
     description: 'an ownership transfer to a member who is not an Admin of the organization',
+  },
+  DOMAIN_TAKEN: { status: 409, description: 'an SSO domain another organization has verified' },
+  DOMAIN_NOT_VERIFIED: {
+    status: 409,
+    description: 'no TXT record at the domain\'s `txtName` holds its `txtValue` (yet)',
   },
   QUOTA_EXCEEDED: { status: 409, description: 'over a per-organization quota (WEBHOOK_MAX_ENDPOINTS)' },
   PAYLOAD_TOO_LARGE: {

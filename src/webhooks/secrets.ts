@@ -6,10 +6,11 @@
  * WebCrypto: the same code on Node and Workers.
  */
 import { base64 } from '@better-auth/utils/base64';
+import { type SecretBox, createSecretBox as sealedUnder } from '../shared/secret-box.js';
+
+export type { SecretBox };
 
 const PREFIX = 'whsec_';
-const STORED = 'v1:';
-const encoder = new TextEncoder();
 
 export function generateWebhookSecret(): string {
   return `${PREFIX}${base64.encode(crypto.getRandomValues(new Uint8Array(24)))}`;
@@ -20,42 +21,7 @@ export function secretKeyBytes(secret: string): Uint8Array<ArrayBuffer> {
   return base64.decode(secret.startsWith(PREFIX) ? secret.slice(PREFIX.length) : secret);
 }
 
-export interface SecretBox {
-  seal(secret: string): Promise<string>;
-  open(stored: string): Promise<string>;
-}
-
+/** Webhook signing secrets at rest (the key derivation's label never changes: stored secrets depend on it). */
 export function createSecretBox(authSecret: string): SecretBox {
-  const key = (async () => {
-    const material = await crypto.subtle.importKey('raw', encoder.encode(authSecret), 'HKDF', false, ['deriveKey']);
-    return crypto.subtle.deriveKey(
-      { name: 'HKDF', hash: 'SHA-256', salt: new Uint8Array(0), info: encoder.encode('gatehouse webhook secrets v1') },
-      material,
-      { name: 'AES-GCM', length: 256 },
-      false,
-      ['encrypt', 'decrypt'],
-    );
-  })();
-  return {
-    async seal(secret) {
-      const iv = crypto.getRandomValues(new Uint8Array(12));
-      const sealed = new Uint8Array(
-        await crypto.subtle.encrypt({ name: 'AES-GCM', iv }, await key, encoder.encode(secret)),
-      );
-      const out = new Uint8Array(iv.length + sealed.length);
-      out.set(iv);
-      out.set(sealed, iv.length);
-      return `${STORED}${base64.encode(out)}`;
-    },
-    async open(stored) {
-      if (!stored.startsWith(STORED)) throw new Error('webhook secret: unknown storage format');
-      const bytes = base64.decode(stored.slice(STORED.length));
-      const plain = await crypto.subtle.decrypt(
-        { name: 'AES-GCM', iv: bytes.slice(0, 12) },
-        await key,
-        bytes.slice(12),
-      );
-      return new TextDecoder().decode(plain);
-    },
-  };
+  return sealedUnder(authSecret, 'gatehouse webhook secrets v1');
 }

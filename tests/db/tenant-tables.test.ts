@@ -81,6 +81,10 @@ describe('tenant tables (from the catalog)', () => {
       'audit_logs',
       'role_permissions',
       'roles',
+      'sso_bypasses',
+      'sso_connections',
+      'sso_domains',
+      'sso_saml_replays',
       'webhook_deliveries',
       'webhook_endpoints',
     ]);
