@@ -64,7 +64,7 @@ export const ERRORS = {
   DOMAIN_TAKEN: { status: 409, description: 'an SSO domain another organization has verified' },
   DOMAIN_NOT_VERIFIED: {
     status: 409,
-    description: 'no TXT record at the domain\'s `txtName` holds its `txtValue` (yet)',
+    description: "no TXT record at the domain's `txtName` holds its `txtValue` (yet)",
   },
   QUOTA_EXCEEDED: { status: 409, description: 'over a per-organization quota (WEBHOOK_MAX_ENDPOINTS)' },
   PAYLOAD_TOO_LARGE: {
