@@ -13074,7 +13074,7 @@ export interface components {
              */
             url: string;
             /** @description Event names of the catalog, or ["*"] for every event (new ones included) */
-            events: ("*" | "api_key.created" | "api_key.revoked" | "member.added" | "member.removed" | "member.role_changed" | "role.created" | "role.updated" | "role.deleted" | "ownership.transferred" | "organization.security_updated")[] | "*"[] | ("api_key.created" | "api_key.revoked" | "member.added" | "member.removed" | "member.role_changed" | "role.created" | "role.updated" | "role.deleted" | "ownership.transferred" | "organization.security_updated")[];
+            events: ("*" | "api_key.created" | "api_key.revoked" | "member.added" | "member.removed" | "member.role_changed" | "role.created" | "role.updated" | "role.deleted" | "ownership.transferred" | "organization.security_updated" | "sso.connection_created" | "sso.connection_updated" | "sso.connection_deleted" | "sso.domain_added" | "sso.domain_verified" | "sso.domain_deleted" | "sso.bypassed")[] | "*"[] | ("api_key.created" | "api_key.revoked" | "member.added" | "member.removed" | "member.role_changed" | "role.created" | "role.updated" | "role.deleted" | "ownership.transferred" | "organization.security_updated" | "sso.connection_created" | "sso.connection_updated" | "sso.connection_deleted" | "sso.domain_added" | "sso.domain_verified" | "sso.domain_deleted" | "sso.bypassed")[];
             description?: string | null;
         };
         Webhook: {
@@ -13096,7 +13096,7 @@ export interface components {
              */
             url?: string;
             /** @description Event names of the catalog, or ["*"] for every event (new ones included) */
-            events?: ("*" | "api_key.created" | "api_key.revoked" | "member.added" | "member.removed" | "member.role_changed" | "role.created" | "role.updated" | "role.deleted" | "ownership.transferred" | "organization.security_updated")[] | "*"[] | ("api_key.created" | "api_key.revoked" | "member.added" | "member.removed" | "member.role_changed" | "role.created" | "role.updated" | "role.deleted" | "ownership.transferred" | "organization.security_updated")[];
+            events?: ("*" | "api_key.created" | "api_key.revoked" | "member.added" | "member.removed" | "member.role_changed" | "role.created" | "role.updated" | "role.deleted" | "ownership.transferred" | "organization.security_updated" | "sso.connection_created" | "sso.connection_updated" | "sso.connection_deleted" | "sso.domain_added" | "sso.domain_verified" | "sso.domain_deleted" | "sso.bypassed")[] | "*"[] | ("api_key.created" | "api_key.revoked" | "member.added" | "member.removed" | "member.role_changed" | "role.created" | "role.updated" | "role.deleted" | "ownership.transferred" | "organization.security_updated" | "sso.connection_created" | "sso.connection_updated" | "sso.connection_deleted" | "sso.domain_added" | "sso.domain_verified" | "sso.domain_deleted" | "sso.bypassed")[];
             description?: string | null;
             enabled?: boolean;
         };

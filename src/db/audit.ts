@@ -27,6 +27,13 @@ export const AUDIT_ACTIONS = [
   'webhook.updated',
   'webhook.deleted',
   'webhook.secret_rotated',
+  'sso.connection_created',
+  'sso.connection_updated',
+  'sso.connection_deleted',
+  'sso.domain_added',
+  'sso.domain_verified',
+  'sso.domain_deleted',
+  'sso.bypassed',
 ] as const;
 
 export type AuditAction = (typeof AUDIT_ACTIONS)[number];
@@ -72,6 +79,13 @@ export const WEBHOOK_EVENTS = [
   'role.deleted',
   'ownership.transferred',
   'organization.security_updated',
+  'sso.connection_created',
+  'sso.connection_updated',
+  'sso.connection_deleted',
+  'sso.domain_added',
+  'sso.domain_verified',
+  'sso.domain_deleted',
+  'sso.bypassed',
 ] as const satisfies readonly AuditAction[];
 
 const EVENTS: ReadonlySet<string> = new Set(WEBHOOK_EVENTS);
