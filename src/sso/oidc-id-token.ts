@@ -69,7 +69,7 @@ export async function verifyIdToken(idToken: string, expected: IdTokenExpectatio
     if (error instanceof errors.JWKSTimeout) throw new SsoFlowError('idp_error', 'JWKS: did not answer in time');
     // jose's codes and claim names say what failed without quoting the token.
     const what =
-      error instanceof errors.JWTClaimValidationFailed
+      error instanceof errors.JWTClaimValidationFailed || error instanceof errors.JWTExpired
         ? `${error.code} (${error.claim})`
         : error instanceof errors.JOSEError
           ? error.code
