@@ -35,10 +35,13 @@ describe('organization security policy', () => {
   afterAll(() => t?.close());
 
   it('is off by default; a session that is not multi-factor cannot turn it on, but may write it off (audited)', async () => {
-    expect(await expectStatus(await security(org.owner.jar), 200)).toEqual({ requireMfa: false });
+    expect(await expectStatus(await security(org.owner.jar), 200)).toEqual({ requireMfa: false, requireSso: false });
     await expectError(await security(org.owner.jar, { requireMfa: true }), 403, 'MFA_REQUIRED');
+    // Refused as a whole: the other policy given with it is not written either.
+    await expectError(await security(org.owner.jar, { requireMfa: true, requireSso: true }), 403, 'MFA_REQUIRED');
     expect(await expectStatus(await security(org.owner.jar, { requireMfa: false }), 200)).toEqual({
       requireMfa: false,
+      requireSso: false,
     });
     const entries = await auditRows(t, org.id, 'organization.security_updated');
     expect(entries.map((e) => e.metadata)).toEqual([{ requireMfa: false, previous: { requireMfa: false } }]);
@@ -47,7 +50,7 @@ describe('organization security policy', () => {
     await expectError(await security(org.owner.jar, {}), 400, 'VALIDATION_ERROR');
     // organizations:write is needed (a Viewer has only reads).
     const viewer = await newMember(t, org, 'viewer');
-    expect(await expectStatus(await security(viewer.jar), 200)).toEqual({ requireMfa: false });
+    expect(await expectStatus(await security(viewer.jar), 200)).toEqual({ requireMfa: false, requireSso: false });
     await expectError(await security(viewer.jar, { requireMfa: false }), 403, 'INSUFFICIENT_PERMISSIONS');
   });
 
@@ -60,7 +63,10 @@ describe('organization security policy', () => {
       200,
     );
     expect(session.session).toMatchObject({ mfa: true, activeOrganizationId: org.id });
-    expect(await expectStatus(await security(org.owner.jar, { requireMfa: true }), 200)).toEqual({ requireMfa: true });
+    expect(await expectStatus(await security(org.owner.jar, { requireMfa: true }), 200)).toEqual({
+      requireMfa: true,
+      requireSso: false,
+    });
     const entries = await auditRows(t, org.id, 'organization.security_updated');
     expect(entries.at(-1)).toMatchObject({
       actor_id: org.owner.id,
@@ -141,6 +147,7 @@ describe('organization security policy', () => {
     await expectError(await call(t, '/api/members', { jar: late.jar }), 403, 'MFA_REQUIRED');
     expect(await expectStatus(await security(org.owner.jar, { requireMfa: false }), 200)).toEqual({
       requireMfa: false,
+      requireSso: false,
     });
     expect((await call(t, '/api/members', { jar: late.jar })).status).toBe(200);
   });
