@@ -86,4 +86,8 @@ export interface OrganizationTarget {
   permissions: readonly string[];
   /** The organization requires multi-factor sessions (README "Multi-factor authentication"). */
   requireMfa: boolean;
+  /** Its single sign-on policy binds this session (docs/sso.md "Policy"); false for non-members. */
+  ssoRequired: boolean;
+  /** The caller is an Owner there: the policy lets them in (break-glass, audited). */
+  isOwner: boolean;
 }

@@ -18,6 +18,10 @@ const LAST_USED_RESOLUTION_MS = 60_000;
 export type ApiKeyResolver = (presented: string, logger?: Logger) => Promise<EnrichedSession>;
 
 const refused = () => new ApiError('UNAUTHORIZED', 'Invalid API key');
+/** A key is not a session: it has no break-glass to record (a call would be a programming error). */
+const refuseSsoBypass = async (): Promise<void> => {
+  throw new Error('An API key is not a session: the single sign-on policy does not apply to it');
+};
 
 /**
  * API_KEY_AUTH=enabled (docs/api.md "API keys"): a key authenticates as its creator within
@@ -104,6 +108,10 @@ export function createApiKeyResolver({
       },
       permissions: key.scopes.filter((scope) => creator.permissions.includes(scope)).sort(),
       requireMfa: false,
+      // Nor the single sign-on policy (docs/sso.md "Policy"): the guard never asks a key for its break-glass.
+      ssoRequired: false,
+      isOwner: false,
+      recordSsoBypass: refuseSsoBypass,
       stepUpFresh: false,
       deletedAt: null,
       purgeAfter: null,

@@ -3,6 +3,7 @@ import type { DatabaseHandle } from '../db/client.js';
 import type { Database } from '../db/database.js';
 import { purgeAfter } from '../db/queries/accounts.js';
 import { loadSessionState, type SessionStateRow } from '../db/queries/session-state.js';
+import { recordSsoBypass } from '../db/queries/sso-bypasses.js';
 import type { Config } from '../shared/config.js';
 import type { Clock, SessionResolver } from '../shared/types.js';
 import type { Auth } from './auth.js';
@@ -26,6 +27,9 @@ export function stepUpOf(
   const until = new Date(state.step_up_at).getTime() + maxAgeSeconds * 1000;
   return { stepUpUntil: new Date(until).toISOString(), stepUpFresh: now.getTime() < until };
 }
+
+/** How many recorded break-glass pairs a resolver remembers before it starts over. */
+const MAX_REMEMBERED_BYPASSES = 10_000;
 
 /**
  * Resolves the enriched session (docs/api.md "Sessions") once per request. The cookie is
@@ -68,6 +72,18 @@ export function createSessionResolver({
           (state) => state.session_valid,
         )
       : loadSessionState(db, sessionId, userId);
+  // docs/sso.md "Policy": the (session, organization) pairs whose break-glass
+  // is known to be recorded. The row stays as long as the session does, so
+  // an Owner's later requests write nothing; another instance's first
+  // request inserts nothing (the database decides who audits). Bounded.
+  const bypassed = new Set<string>();
+  const bypassRecorder = (sessionId: string, userId: string) => async (organizationId: string) => {
+    const pair = `${sessionId}:${organizationId}`;
+    if (bypassed.has(pair)) return;
+    await recordSsoBypass(db, { organizationId, sessionId, userId });
+    if (bypassed.size >= MAX_REMEMBERED_BYPASSES) bypassed.clear();
+    bypassed.add(pair);
+  };
   return async (c) => {
     const cookie = c.req.header('cookie');
     if (!cookie) return null;
@@ -109,6 +125,9 @@ export function createSessionResolver({
       // A copy: the row may be shared with later requests through the cache.
       permissions: state.permissions.slice(),
       requireMfa: state.require_mfa,
+      ssoRequired: state.sso_required,
+      isOwner: state.is_owner,
+      recordSsoBypass: bypassRecorder(found.sessionId, found.userId),
       stepUpFresh,
       deletedAt: state.deleted_at ? new Date(state.deleted_at).toISOString() : null,
       purgeAfter: state.deleted_at ? purgeAfter(state.deleted_at, graceDays).toISOString() : null,

@@ -18,23 +18,29 @@ export function authorizedOrganization(c: Context<AppEnv>): OrganizationTarget |
 }
 
 /**
- * The caller's permissions in `organizationId` (none unless a member), and the
+ * The caller's permissions in `organizationId` (none unless a member), the
  * organization's MFA policy, which binds every session acting in it, member
- * or not (a platform admin included): the session's own when it is the active one.
+ * or not (a platform admin included), and its single sign-on policy, which
+ * binds members at its verified domains only (docs/sso.md "Policy"): the
+ * session's own when it is the active one, else the same one statement.
  */
 export async function organizationFor(
   db: Kysely<Database>,
   session: EnrichedSession,
   organizationId: string | null,
 ): Promise<OrganizationTarget> {
-  if (!organizationId) return { id: null, permissions: [], requireMfa: false };
-  if (organizationId === session.session.activeOrganizationId)
-    return { id: organizationId, permissions: session.permissions, requireMfa: session.requireMfa };
+  if (!organizationId) return { id: null, permissions: [], requireMfa: false, ssoRequired: false, isOwner: false };
+  if (organizationId === session.session.activeOrganizationId) {
+    const { permissions, requireMfa, ssoRequired, isOwner } = session;
+    return { id: organizationId, permissions, requireMfa, ssoRequired, isOwner };
+  }
   const state = await loadSessionState(db, session.session.id, session.user.id, organizationId);
   return {
     id: organizationId,
     permissions: state?.member_id ? state.permissions : [],
     requireMfa: state?.require_mfa ?? false,
+    ssoRequired: state?.sso_required ?? false,
+    isOwner: state?.is_owner ?? false,
   };
 }
 

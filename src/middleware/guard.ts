@@ -61,8 +61,9 @@ export function scheduledForDeletion(session: EnrichedSession): ApiError {
 
 /**
  * docs/api.md "Access": the global guard's seven steps, in order, for one route's declared
- * access. With `target`, steps 6 and 7 are checked in the organization it
- * names instead of the active one.
+ * access. With `target`, steps 6 and 7 (and the organization's policies
+ * between them) are checked in the organization it names instead of the
+ * active one.
  */
 export function guard(declared: Access, target?: TargetResolver): MiddlewareHandler<AppEnv> {
   const middleware: MiddlewareHandler<AppEnv> = async function guard(c, next) {
@@ -99,7 +100,13 @@ async function check(c: Context<AppEnv>, declared: Access, target?: TargetResolv
   }
   const organization = target
     ? await target(c, session)
-    : { id: session.session.activeOrganizationId, permissions: session.permissions, requireMfa: session.requireMfa };
+    : {
+        id: session.session.activeOrganizationId,
+        permissions: session.permissions,
+        requireMfa: session.requireMfa,
+        ssoRequired: session.ssoRequired,
+        isOwner: session.isOwner,
+      };
   // 6. Active organization (also implied by a permission list).
   const needsOrganization = declared.organization || (declared.permissions?.length ?? 0) > 0;
   if (needsOrganization && !organization.id) {
@@ -109,6 +116,12 @@ async function check(c: Context<AppEnv>, declared: Access, target?: TargetResolv
   // stops here, superadmins too; an API key is not a session.
   if (needsOrganization && organization.requireMfa && !session.apiKey && !session.session.mfa) {
     throw new ApiError('MFA_REQUIRED', 'Multi-factor authentication required');
+  }
+  // docs/sso.md "Policy": a member at one of its verified domains works there only through its single
+  // sign-on; an Owner passes (break-glass, audited once per session). Keys are not sessions.
+  if (needsOrganization && organization.id && organization.ssoRequired && !session.apiKey) {
+    if (!organization.isOwner) throw new ApiError('SSO_REQUIRED', 'Single sign-on required');
+    await session.recordSsoBypass(organization.id);
   }
   // 7. Permissions: AND over the list; a superadmin passes (never through a key).
   if (

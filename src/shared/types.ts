@@ -23,6 +23,19 @@ export interface EnrichedSession {
   permissions: string[];
   /** The active organization requires multi-factor sessions. Not part of the JSON session. */
   requireMfa: boolean;
+  /**
+   * The active organization's single sign-on policy binds this session
+   * (docs/sso.md "Policy"), and whether the user is an Owner there (the
+   * policy's break-glass). Never for an API key. Not part of the JSON session.
+   */
+  ssoRequired: boolean;
+  isOwner: boolean;
+  /**
+   * Records that this session used an Owner's break-glass in an organization
+   * (audited `sso.bypassed` once per session and organization). The guard
+   * calls it; an API key never. Not part of the JSON session.
+   */
+  recordSsoBypass: (organizationId: string) => Promise<void>;
   /** When set, the account is scheduled for deletion (docs/api.md "Accounts scheduled for deletion"). Not part of the JSON session. */
   deletedAt: string | null;
   /** When a scheduled account is due for purge (deletedAt + ACCOUNT_DELETION_GRACE_DAYS). */

@@ -19,12 +19,23 @@ export interface SessionStateRow {
   /** When the session last proved every factor (migrations/0009); null: never. */
   step_up_at: Date | null;
   session_created_at: Date | null;
+  /** The organization read requires single sign-on (migrations/0011), member or not. */
+  require_sso: boolean;
+  /**
+   * The policy binds this session there: on, the user a member whose email
+   * is at one of its verified domains, and the session not created by one of
+   * its connections (docs/sso.md "Policy").
+   */
+  sso_required: boolean;
+  /** The user is an Owner of the organization read (the policy's break-glass). */
+  is_owner: boolean;
 }
 
 /**
  * One statement: fresh user state, session liveness, the stored active
- * organization, and the permissions in it, or in `organizationId` when given
- * (migrations/0002 session_state).
+ * organization, and the permissions and policies in it, or in
+ * `organizationId` when given (migrations/0002 session_state, last redefined
+ * in 0011).
  */
 export async function loadSessionState(
   db: Kysely<Database>,
