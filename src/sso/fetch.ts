@@ -27,6 +27,8 @@ export interface SsoFetchPolicy {
 }
 
 export const SSO_FETCH_TIMEOUT_MS = 5_000;
+/** Statuses whose answer has no body (the Response constructor refuses one). */
+const NULL_BODY = new Set([101, 204, 205, 304]);
 export const SSO_FETCH_MAX_BYTES = 256 * 1024;
 
 /**
@@ -92,7 +94,9 @@ export async function checkedFetch(raw: string, policy: SsoFetchPolicy, init: Ss
       throw new SsoFetchError(`${where} answered a redirect, which is not followed`);
     }
     const bytes = await readCapped(response, where);
-    return new Response(bytes, { status: response.status, headers: response.headers });
+    // The body is decoded already: only its type is kept (a Content-Length or Content-Encoding would no longer hold).
+    const headers = { 'content-type': response.headers.get('content-type') ?? 'application/octet-stream' };
+    return new Response(NULL_BODY.has(response.status) ? null : bytes, { status: response.status, headers });
   } catch (error) {
     if (error instanceof SsoFetchError) throw error;
     if (signal.aborted) throw new SsoFetchError(`${where} did not answer in time`);

@@ -42,6 +42,10 @@ describe('checked fetch to identity providers', () => {
         return response.end('{"error":"invalid_grant"}');
       }
       if (path === '/html') return response.end('<html>not json</html>');
+      if (path === '/empty') {
+        response.writeHead(204);
+        return response.end();
+      }
       if (path === '/redirect') {
         response.writeHead(302, { location: `${elsewhere}/target` });
         return response.end();
@@ -90,7 +94,8 @@ describe('checked fetch to identity providers', () => {
   it('answers the status and the parsed body', async () => {
     expect(await checkedFetchJson(`${base}/json`, open)).toEqual({ status: 200, body: { ok: true } });
     expect(await checkedFetchJson(`${base}/error`, open)).toEqual({ status: 400, body: { error: 'invalid_grant' } });
-    expect(await refusal(checkedFetchJson(`${base}/html`, open))).toMatch(/without a JSON body/);
+    expect(await refusal(checkedFetchJson(`${base}/html`, open))).toMatch(/200 without a JSON body/);
+    expect(await refusal(checkedFetchJson(`${base}/empty`, open))).toMatch(/204 without a JSON body/);
   });
 
   it('refuses a redirect and does not follow it', async () => {
