@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { walkRoutes } from '../security/routes.js';
 import { createTestApp, type TestApp } from '../support/app.js';
 import { CookieJar, call, expectError, expectStatus, PASSWORD } from '../support/http.js';
 import {
@@ -159,6 +160,21 @@ describe('organization single sign-on policy', () => {
     expect(await expectStatus(await listMembersIn(bound.jar, org.id), 403)).toEqual(SSO_REQUIRED);
     await setActive(t, bound, org.id);
     expect(await auditRows(t, org.id, 'sso.bypassed')).toEqual([]);
+  });
+
+  it('every service route that needs the active organization refuses that member (walked from the OpenAPI document)', async () => {
+    const { operations } = await walkRoutes(t);
+    const tenantRoutes = operations.filter(
+      (op) =>
+        !op.library && typeof op.access === 'object' && (op.access.activeOrganization || op.access.permissions?.length),
+    );
+    expect(tenantRoutes.length).toBeGreaterThan(10);
+    for (const op of tenantRoutes) {
+      const path = op.path.replace(/\{\w+\}/g, crypto.randomUUID());
+      const body = ['POST', 'PATCH', 'PUT'].includes(op.method) ? {} : undefined;
+      const response = await call(t, path, { method: op.method, body, jar: bound.jar });
+      expect(await expectStatus(response, 403), op.key).toEqual(SSO_REQUIRED);
+    }
   });
 
   it('leaves members at other domains, platform admins who are not members, and API keys alone', async () => {
