@@ -16,6 +16,8 @@ const RSA_ENCRYPTION = [0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x01, 0x01];
 
 interface Tlv {
   tag: number;
+  /** Where its tag byte is. */
+  at: number;
   start: number;
   end: number;
 }
@@ -36,7 +38,7 @@ function readTlv(bytes: Uint8Array, at: number, limit: number): Tlv {
     start += count;
   }
   if (start + length > limit) throw fail('truncated');
-  return { tag, start, end: start + length };
+  return { tag, at, start, end: start + length };
 }
 
 /** The values inside a constructed value, in order. */
@@ -54,7 +56,8 @@ function expectTags(items: Tlv[], tags: number[], what: string): void {
   if (items.length < tags.length || tags.some((tag, i) => items[i]!.tag !== tag)) throw fail(`bad ${what}`);
 }
 
-function parseCertificate(bytes: Uint8Array): void {
+/** Checks the structure; answers the SubjectPublicKeyInfo's bytes. */
+function parseCertificate(bytes: Uint8Array): Uint8Array {
   const certificate = readTlv(bytes, 0, bytes.length);
   if (certificate.tag !== 0x30 || certificate.end !== bytes.length) throw fail('not a DER sequence');
   const parts = children(bytes, certificate);
@@ -72,6 +75,7 @@ function parseCertificate(bytes: Uint8Array): void {
   if (!oid || oid.length !== RSA_ENCRYPTION.length || RSA_ENCRYPTION.some((b, i) => oid[i] !== b)) {
     throw fail('the public key is not RSA (responses are verified with RSA signatures only)');
   }
+  return bytes.subarray(tbs[5]!.at, tbs[5]!.end);
 }
 
 function decodeBase64(text: string): Uint8Array {
@@ -102,4 +106,14 @@ export function checkCertificate(input: string): string {
   const bytes = decodeBase64(body.replace(/\s+/g, ''));
   parseCertificate(bytes);
   return encodeBase64(bytes);
+}
+
+/**
+ * The RSA public key of a stored certificate (base64 DER) as a PEM public
+ * key, taken from the DER rather than through an X.509 API the runtime may
+ * lack.
+ */
+export function publicKeyPem(certificate: string): string {
+  const spki = encodeBase64(parseCertificate(decodeBase64(certificate)));
+  return `-----BEGIN PUBLIC KEY-----\n${spki.replace(/(.{64})/g, '$1\n').trimEnd()}\n-----END PUBLIC KEY-----\n`;
 }

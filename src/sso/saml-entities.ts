@@ -18,6 +18,8 @@ export const BINDING = {
   post: 'urn:oasis:names:tc:SAML:2.0:bindings:HTTP-POST',
 } as const;
 
+const UNUSED = 'https://unused.invalid/';
+
 export const NAMEID_EMAIL = 'urn:oasis:names:tc:SAML:1.1:nameid-format:emailAddress';
 
 samlify.setSchemaValidator({
@@ -57,6 +59,10 @@ export function idpEntity(idp: SamlIdp) {
     entityID: idp.entityId,
     wantAuthnRequestsSigned: false,
     signingCert: idp.certificates,
-    singleSignOnService: idp.entryPoint ? [{ Binding: BINDING.redirect, Location: idp.entryPoint }] : [],
+    // samlify's IdP metadata needs a sign-in service even where none is used (validating a response), and
+    // warns on the console at each construction without a logout service, which we never use: a reserved
+    // name (RFC 2606) that nothing ever fetches stands in for what is not there.
+    singleSignOnService: [{ Binding: BINDING.redirect, Location: idp.entryPoint ?? UNUSED }],
+    singleLogoutService: [{ Binding: BINDING.redirect, Location: UNUSED }],
   });
 }

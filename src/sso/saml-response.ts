@@ -1,0 +1,185 @@
+/**
+ * A SAML response posted to our ACS (docs/sso.md "Sign-in"), accepted only
+ * when it is one Response carrying one plain Assertion, signed (the response,
+ * the assertion or both) with the connection's certificates, for us, now, in
+ * answer to our request. Our checks come first, on our own parse, so every
+ * refusal says why; then samlify parses it again, a second lock with its own
+ * signature, issuer and validity checks. The values returned are read from
+ * the bytes a verified signature covers, never from elsewhere in the
+ * document (signature wrapping).
+ */
+import { SsoFlowError } from './errors.js';
+import { type AssertionContent, readAssertion } from './saml-assertion.js';
+import { idpEntity, type SamlSp, spEntity } from './saml-entities.js';
+import { verifyEnvelopedSignature } from './saml-signature.js';
+import { childElements, NS, parseStrictXml, textOf } from './saml-xml.js';
+
+/** A response with a few dozen attributes is under 20 KB; Entra's with many groups stays well under this. */
+const MAX_RESPONSE = 524_288;
+const SUCCESS = 'urn:oasis:names:tc:SAML:2.0:status:Success';
+
+export interface ValidateSamlResponseInput {
+  /** The SAMLResponse form field as posted (base64). */
+  samlResponse: string;
+  sp: SamlSp;
+  idp: { entityId: string; certificates: string[] };
+  /** The ID of the AuthnRequest this sign-in sent; null = IdP-initiated, when the connection allows it. */
+  expectedRequestId: string | null;
+  now: Date;
+  clockSkewSeconds?: number;
+}
+
+export interface SamlAssertion {
+  nameId: string;
+  nameIdFormat: string | null;
+  email: string;
+  attributes: Record<string, string[]>;
+  /** For the replay table, kept until `notOnOrAfter`. */
+  assertionId: string;
+  notOnOrAfter: Date;
+}
+
+const invalid = (reason: string) => new SsoFlowError('invalid_response', `SAML response refused: ${reason}`);
+
+function decode(samlResponse: unknown): string {
+  if (typeof samlResponse !== 'string' || samlResponse.length === 0) throw invalid('no SAMLResponse');
+  if (samlResponse.length > MAX_RESPONSE) throw invalid('larger than 512 KiB');
+  const base64 = samlResponse.replace(/[\r\n\t ]/g, '');
+  if (!/^[A-Za-z0-9+/]+={0,2}$/.test(base64) || base64.length % 4 !== 0) throw invalid('SAMLResponse is not base64');
+  try {
+    return new TextDecoder('utf-8', { fatal: true }).decode(Uint8Array.from(atob(base64), (c) => c.charCodeAt(0)));
+  } catch {
+    throw invalid('SAMLResponse is not UTF-8');
+  }
+}
+
+/** Comments and processing instructions are outside what c14n signs: none is accepted anywhere. */
+function refuseHiddenNodes(node: Node): void {
+  for (let child = node.firstChild; child; child = child.nextSibling) {
+    if (child.nodeType === 7 || child.nodeType === 8) throw invalid('comments and processing instructions are refused');
+    refuseHiddenNodes(child);
+  }
+}
+
+/** Every ID in the document once: an element found by ID is then the only one. */
+function refuseDuplicateIds(doc: Document): void {
+  const seen = new Set<string>();
+  for (const element of Array.from(doc.getElementsByTagName('*'))) {
+    for (const name of ['ID', 'Id', 'id']) {
+      const value = element.getAttribute(name);
+      if (value === null || value === '') continue;
+      if (seen.has(value)) throw invalid('two elements share an ID');
+      seen.add(value);
+    }
+  }
+}
+
+/** The one Response with the one Assertion, signatures only where they belong. */
+function structure(doc: Document): { response: Element; assertion: Element } {
+  const response = doc.documentElement!;
+  if (response.namespaceURI !== NS.protocol || response.localName !== 'Response') throw invalid('not a SAML Response');
+  if (response.getAttribute('Version') !== '2.0') throw invalid('not SAML 2.0');
+  if (doc.getElementsByTagNameNS('*', 'EncryptedAssertion').length > 0) {
+    throw invalid('encrypted assertions are not supported; turn assertion encryption off at the IdP');
+  }
+  // Any namespace: samlify's own reading selects by local name.
+  if (doc.getElementsByTagNameNS('*', 'Response').length !== 1) throw invalid('expected exactly one Response');
+  const assertions = Array.from(doc.getElementsByTagNameNS('*', 'Assertion'));
+  if (assertions.length !== 1) throw invalid('expected exactly one Assertion');
+  const assertion = assertions[0]!;
+  if (assertion.parentNode !== response || assertion.namespaceURI !== NS.assertion) {
+    throw invalid('the Assertion is not a child of the Response');
+  }
+  for (const signature of Array.from(doc.getElementsByTagNameNS('*', 'Signature'))) {
+    const parent = signature.parentNode;
+    if (signature.namespaceURI !== NS.dsig || (parent !== response && parent !== assertion)) {
+      throw invalid('a signature outside the Response or Assertion');
+    }
+  }
+  return { response, assertion };
+}
+
+function checkStatus(response: Element): void {
+  const status = childElements(response, NS.protocol, 'Status')[0];
+  const code = status && childElements(status, NS.protocol, 'StatusCode')[0];
+  const top = code?.getAttribute('Value') ?? '';
+  if (top === SUCCESS) return;
+  const second = (code && childElements(code, NS.protocol, 'StatusCode')[0]?.getAttribute('Value')) ?? '';
+  const message = status && textOf(childElements(status, NS.protocol, 'StatusMessage')[0]);
+  const detail = [top || 'no status', second, message?.slice(0, 200)].filter(Boolean).join(', ');
+  throw new SsoFlowError('idp_error', `The identity provider answered with an error: ${detail}`);
+}
+
+/** The element the signed bytes hold, parsed alone. */
+function signedElement(canonical: string, id: string, local: string): Element {
+  const element = parseStrictXml(canonical, invalid).documentElement!;
+  if (element.localName !== local || element.getAttribute('ID') !== id) throw invalid('the signed element moved');
+  return element;
+}
+
+function checkInResponseTo(found: (string | null)[], expected: string | null): void {
+  const present = found.filter((value): value is string => value !== null && value !== '');
+  if (expected === null) {
+    if (present.length > 0) throw invalid('an answer to a request this sign-in did not send');
+    return;
+  }
+  if (present.length === 0) {
+    throw new SsoFlowError('idp_initiated_refused', 'SAML response refused: unsolicited (IdP-initiated) response');
+  }
+  if (present.some((value) => value !== expected)) throw invalid('an answer to another request');
+}
+
+/** Validates a posted SAMLResponse; throws SsoFlowError ('invalid_response', 'idp_error', 'idp_initiated_refused'). */
+export async function validateSamlResponse(input: ValidateSamlResponseInput): Promise<SamlAssertion> {
+  const { sp, idp, now } = input;
+  if (idp.certificates.length === 0) throw invalid('the connection has no certificate');
+  const xml = decode(input.samlResponse);
+  const doc = parseStrictXml(xml, invalid);
+  const { response, assertion } = structure(doc);
+  checkStatus(response);
+  refuseHiddenNodes(doc);
+  refuseDuplicateIds(doc);
+
+  const responseSignature = childElements(response, NS.dsig, 'Signature');
+  const assertionSignature = childElements(assertion, NS.dsig, 'Signature');
+  if (responseSignature.length > 1 || assertionSignature.length > 1) throw invalid('more than one signature');
+  if (responseSignature.length === 0 && assertionSignature.length === 0) throw invalid('neither signed nor valid');
+  // Each signature present must verify; the values come from the innermost signed copy.
+  let signedResponse: Element | undefined;
+  let signedAssertion: Element | undefined;
+  const verifiedWith = new Set<string>();
+  if (responseSignature[0]) {
+    const signed = verifyEnvelopedSignature(xml, response, responseSignature[0], idp.certificates);
+    signedResponse = signedElement(signed.canonical, response.getAttribute('ID')!, 'Response');
+    signedAssertion = childElements(signedResponse, NS.assertion, 'Assertion')[0];
+    verifiedWith.add(signed.certificate);
+  }
+  if (assertionSignature[0]) {
+    const signed = verifyEnvelopedSignature(xml, assertion, assertionSignature[0], idp.certificates);
+    signedAssertion = signedElement(signed.canonical, assertion.getAttribute('ID')!, 'Assertion');
+    verifiedWith.add(signed.certificate);
+  }
+  if (!signedAssertion) throw invalid('the signed Response holds no Assertion');
+
+  const skewMs = (input.clockSkewSeconds ?? 60) * 1000;
+  const expect = { idpEntityId: idp.entityId, spEntityId: sp.entityId, acsUrl: sp.acsUrl, now, skewMs };
+  const content: AssertionContent = readAssertion(signedAssertion, expect);
+  const outer = signedResponse ?? response;
+  const issuer = childElements(outer, NS.assertion, 'Issuer')[0];
+  if (issuer && textOf(issuer) !== idp.entityId)
+    throw invalid("the Response's Issuer is not the IdP of this connection");
+  const destination = outer.getAttribute('Destination');
+  if (destination !== null && destination !== sp.acsUrl) throw invalid('the Destination is not our ACS URL');
+  checkInResponseTo([outer.getAttribute('InResponseTo'), content.inResponseTo], input.expectedRequestId);
+
+  // samlify verifies a signature without KeyInfo with the first certificate only: give it the ones that verified.
+  const second = idpEntity({ entityId: idp.entityId, certificates: [...verifiedWith] });
+  try {
+    await spEntity(sp).parseLoginResponse(second, 'post', { body: { SAMLResponse: input.samlResponse } });
+  } catch (error) {
+    const code = error instanceof Error ? error.message.split(/[\s:]/)[0] : 'error';
+    throw invalid(`samlify refused it (${code})`);
+  }
+  const { assertionId, nameId, nameIdFormat, email, attributes, notOnOrAfter } = content;
+  return { nameId, nameIdFormat, email, attributes, assertionId, notOnOrAfter };
+}
