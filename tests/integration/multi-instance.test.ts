@@ -36,20 +36,13 @@ import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openPostgres } from '../../src/db/client.js';
 import { migrateToLatest } from '../../src/db/migrate.js';
-import { CookieJar } from '../support/http.js';
-import {
-  type Answer,
-  type Instance,
-  mailedPath,
-  START_TIMEOUT_MS,
-  sleep,
-  startInstance,
-} from '../support/instances.js';
+import * as flows from '../support/instance-flows.js';
+import { addressesFor, join, PASSWORD, signIn, type User } from '../support/instance-flows.js';
+import { type Answer, type Instance, START_TIMEOUT_MS, sleep, startInstance } from '../support/instances.js';
 import { testServers, withDatabaseName } from '../support/servers.js';
 import { startUpstashServer, type UpstashServer } from '../support/upstash-server.js';
 import { startReceiver, verified } from '../support/webhooks.js';
 
-const PASSWORD = 'correct horse battery staple';
 const CRON_SECRET = `cron-${crypto.randomUUID()}`;
 /**
  * This run's addresses: each in a /64 of its own (the limiter keys IPv6
@@ -57,11 +50,7 @@ const CRON_SECRET = `cron-${crypto.randomUUID()}`;
  * `gatehouse:rl`) never mixes runs.
  */
 const RUN = crypto.randomUUID().replaceAll('-', '').slice(0, 8);
-let addressCount = 0;
-function freshAddress(): string {
-  addressCount += 1;
-  return `2001:db8:${RUN.slice(0, 4)}:${addressCount.toString(16)}::${RUN.slice(4)}`;
-}
+const freshAddress = addressesFor(RUN);
 
 /** The status must be `status`; the message carries the answer when it is not. */
 function expectAnswer(answer: Answer, status: number): any {
@@ -73,93 +62,9 @@ function expectError(answer: Answer, status: number, code: string): void {
   expect({ status: answer.status, code: answer.body?.code }, answer.text.slice(0, 300)).toEqual({ status, code });
 }
 
-interface User {
-  email: string;
-  id: string;
-  /** This user's client address (X-Forwarded-For), so the global tier never counts two users together. */
-  ip: string;
-  jar: CookieJar;
-}
-
-async function signIn(via: Instance, user: Pick<User, 'email' | 'ip'>): Promise<{ id: string; jar: CookieJar }> {
-  const jar = new CookieJar();
-  const answer = await via.request('/api/auth/sign-in/email', {
-    body: { email: user.email, password: PASSWORD },
-    jar,
-    ip: user.ip,
-  });
-  const body = expectAnswer(answer, 200);
-  return { id: body.user.id, jar };
-}
-
-/** Sign-up through `via`, the verification link it mailed, sign-in. */
-async function newUser(via: Instance, label: string): Promise<User> {
-  const email = `${label}-${RUN}-${crypto.randomUUID().slice(0, 8)}@example.test`;
-  const ip = freshAddress();
-  expectAnswer(
-    await via.request('/api/auth/sign-up/email', { body: { email, password: PASSWORD, name: label }, ip }),
-    200,
-  );
-  const verified = await via.request(await mailedPath(via, email, /verif/i), { ip });
-  expect([200, 302], verified.text.slice(0, 200)).toContain(verified.status);
-  const { id, jar } = await signIn(via, { email, ip });
-  return { email, id, ip, jar };
-}
-
-/** A new organization created by `owner` through `via`, made its active one. */
-async function newOrganization(via: Instance, owner: User): Promise<string> {
-  const slug = `org-${RUN}-${crypto.randomUUID().slice(0, 8)}`;
-  const created = expectAnswer(
-    await via.request('/api/auth/organization/create', { body: { name: slug, slug }, jar: owner.jar, ip: owner.ip }),
-    200,
-  );
-  expectAnswer(
-    await via.request('/api/auth/organization/set-active', {
-      body: { organizationId: created.id },
-      jar: owner.jar,
-      ip: owner.ip,
-    }),
-    200,
-  );
-  return created.id as string;
-}
-
-/** The real invitation flow: `owner` invites through `ownerVia`, `member` accepts through `memberVia` and makes it active. The membership id. */
-async function join(
-  organizationId: string,
-  owner: User,
-  ownerVia: Instance,
-  member: User,
-  memberVia: Instance,
-  role: string,
-): Promise<string> {
-  expectAnswer(
-    await ownerVia.request('/api/auth/organization/invite-member', {
-      body: { email: member.email, role, organizationId },
-      jar: owner.jar,
-      ip: owner.ip,
-    }),
-    200,
-  );
-  const invitationId = (await mailedPath(ownerVia, member.email, /^Join /)).split('/').at(-1)!.split('?')[0]!;
-  const accepted = expectAnswer(
-    await memberVia.request('/api/auth/organization/accept-invitation', {
-      body: { invitationId },
-      jar: member.jar,
-      ip: member.ip,
-    }),
-    200,
-  );
-  expectAnswer(
-    await memberVia.request('/api/auth/organization/set-active', {
-      body: { organizationId },
-      jar: member.jar,
-      ip: member.ip,
-    }),
-    200,
-  );
-  return accepted.member.id as string;
-}
+/** Sign-up through `via`, the verification link it mailed, sign-in (tests/support/instance-flows.ts). */
+const newUser = (via: Instance, label: string): Promise<User> => flows.newUser(via, label, RUN, freshAddress());
+const newOrganization = (via: Instance, owner: User): Promise<string> => flows.newOrganization(via, owner, RUN);
 
 describe('two Node instances on one PostgreSQL and one Redis', { timeout: 180_000 }, () => {
   let databaseName: string;

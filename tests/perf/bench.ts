@@ -24,9 +24,10 @@ import { createMemoryLogger } from '../../src/shared/logger.js';
 import { liveClient, type Mail, PASSWORD } from '../support/live-client.js';
 import { eachLine, freePort } from '../support/process.js';
 import { startReceiver } from '../support/webhooks.js';
+import { measureStaleness } from './bench-staleness.js';
 import { runWorkerBench } from './bench-worker.js';
 import { seedBenchTenant } from './seed.js';
-import { targetRows, type WorkerFigure } from './targets.js';
+import { type StalenessFigure, targetRows, type WorkerFigure } from './targets.js';
 
 const args = new Map<string, string>();
 for (let i = 2; i < process.argv.length; i += 2)
@@ -34,7 +35,7 @@ for (let i = 2; i < process.argv.length; i += 2)
 const DURATION = Number(args.get('duration') ?? 10);
 const CONNECTIONS = Number(args.get('connections') ?? 50);
 const WARMUP = Number(args.get('warmup') ?? 2);
-/** --only <scenario name> (health, session, session-db, roles, roles-write, sign-in, api-key, rl-memory, rl-redis): run just that one beside the ceiling; --only worker: the Worker's scenarios alone; --only startup: the start-up times alone. */
+/** --only <scenario name> (health, session, session-db, roles, roles-write, sign-in, api-key, rl-memory, rl-redis, staleness): run just that one beside the ceiling; --only worker: the Worker's scenarios alone; --only startup: the start-up times alone. */
 const ONLY = args.get('only');
 /** --profile <dir>: the service processes write V8 CPU profiles there (node --cpu-prof), to read what bounds a scenario. */
 const PROFILE = args.get('profile');
@@ -332,6 +333,10 @@ async function workerScenarios(notes: Record<string, unknown>): Promise<void> {
 
 /** The Worker's rows when its scenarios ran, for the targets table. */
 let workerFigures: WorkerFigure[] | null = null;
+/** Two instances' staleness (tests/perf/bench-staleness.ts), on PostgreSQL. */
+let stalenessFigure: StalenessFigure | null = null;
+/** --flips <n> (default 1000): role flips of the staleness measurement. */
+const FLIPS = Number(args.get('flips') ?? 1000);
 /** The compiled server's resident memory idle on an existing embedded database (startupTimes). */
 let idleRss: number | null = null;
 
@@ -567,6 +572,15 @@ async function main() {
   record('7 POST /api/auth/sign-in/email (ratio: to raw hash rate)', signIn, sql.signIn ?? null, hashRate);
   await server.stop();
 
+  // 10: a role change through one instance, read through another (two processes on one PostgreSQL database).
+  if (engine !== 'postgres') notes.staleness = 'skipped: two instances need PostgreSQL (DATABASE_URL)';
+  else if (!ONLY || ONLY === 'staleness') {
+    console.error(`staleness across two instances (${FLIPS} role flips)…`);
+    stalenessFigure = await measureStaleness(baseEnv, FLIPS);
+    console.table([stalenessFigure]);
+    notes.staleness = stalenessFigure;
+  }
+
   // 8: the rate-limit store's added latency on one route.
   const limitedEnv = {
     ...baseEnv,
@@ -630,7 +644,7 @@ async function finish(engine: string, notes: Record<string, unknown>, results: R
   }));
   console.table(rows);
   if (idleRss !== null) notes.idleRssMiB = idleRss;
-  const targets = targetRows(results, workerFigures, engine === 'pglite', idleRss);
+  const targets = targetRows(results, workerFigures, engine === 'pglite', idleRss, stalenessFigure);
   console.log(JSON.stringify(notes, null, 2));
   await mkdir('bench-results', { recursive: true });
   const file = join('bench-results', `bench-${engine}-${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
