@@ -17,6 +17,7 @@ import { seedNewOrganization } from './organizations.js';
 import { hashPassword, verifyPassword } from './password.js';
 import { authDatabaseAdvancedOptions, authSchemaOptions, organizationPluginSchema } from './schema.js';
 import { type SessionPaths, secondFactorHooks, secondFactorPlugins, sessionMfaField } from './second-factor.js';
+import { ssoPlugin } from './sso-plugin.js';
 
 export const AUTH_BASE_PATH = '/api/auth';
 export const COOKIE_PREFIX = 'gatehouse';
@@ -75,6 +76,7 @@ export function createAuth({
   background = (task) => void task,
   clock = () => new Date(),
   sessionPaths = new Map(),
+  ssoFetch = fetch,
 }: AuthDeps) {
   const send = async (message: Parameters<Mailer['send']>[0]) => mailer.send(message);
   // A send whose failure the mailer has already logged (email.send_failed).
@@ -203,6 +205,8 @@ export function createAuth({
           }),
       }),
       ...secondFactorPlugins(config),
+      // docs/sso.md "Sign-in": its endpoints create sessions as the library's own sign-ins do.
+      ssoPlugin({ config, db, clock, logger, ssoFetch }),
       account.plugin,
     ],
     rateLimit: { enabled: false },

@@ -15,6 +15,7 @@ import {
   replacedDuringCall,
   type SessionPaths,
   sessionMarkHooks,
+  ssoSignInDuringCall,
   TWO_FACTOR_COOKIE,
 } from './session-marks.js';
 
@@ -83,7 +84,10 @@ export function secondFactorHooks({
 
   /** Holds back the session a sign-in path created, exactly as the plugin does for email and password. */
   const after = createAuthMiddleware(async (ctx) => {
-    if (sessionPaths.get(ctx.path) !== 'held-back') return;
+    const kind = sessionPaths.get(ctx.path);
+    if (kind !== 'held-back' && kind !== 'sso') return;
+    // A connection whose IdP checks a second factor signs the user in whole.
+    if (kind === 'sso' && ssoSignInDuringCall.get(ctx.context)?.mfaAtIdp) return;
     const created = ctx.context.newSession;
     if (!created?.user.twoFactorEnabled || !createdDuringCall.get(ctx.context)?.has(created.session.token)) return;
     deleteSessionCookie(ctx, true);

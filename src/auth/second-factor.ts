@@ -74,10 +74,15 @@ const passkeySchema = {
   },
 } as const;
 
-/** The session fields the sign-in paths mark sessions with (migrations/0007, 0009); never from a request. */
+/**
+ * The session fields the sign-in paths mark sessions with (migrations/0007,
+ * 0009, 0011); never from a request. `ssoConnectionId`: the single sign-on
+ * connection that created the session (src/auth/sso-provision.ts).
+ */
 export const sessionMfaField = {
   mfa: { type: 'boolean', required: false, input: false, fieldName: 'mfa' },
   stepUpAt: { type: 'date', required: false, input: false, returned: false, fieldName: 'step_up_at' },
+  ssoConnectionId: { type: 'string', required: false, input: false, returned: false, fieldName: 'sso_connection_id' },
 } as const;
 
 export function secondFactorPlugins(config: Config) {

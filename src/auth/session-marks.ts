@@ -14,12 +14,15 @@ import type { Clock } from '../shared/clock.js';
  *   verification link), held back here for a user with two-factor;
  * - `second-factor`: a code completing a pending sign-in (or enabling two-factor): multi-factor;
  * - `passkey`: a passkey sign-in, multi-factor (possession and the user's verification);
- * - `replacing`: the call replaces the caller's session, which keeps its marks.
+ * - `replacing`: the call replaces the caller's session, which keeps its marks;
+ * - `sso`: a single sign-on callback (docs/sso.md "Sign-in"): multi-factor
+ *   when the connection says the IdP checks a second factor (`mfa_at_idp`),
+ *   else held back for a user with two-factor as `held-back` is.
  *
  * Any other path that creates a session is refused for a user with
  * two-factor, and its session is never fresh (fail closed).
  */
-export type SessionCreation = 'password' | 'held-back' | 'second-factor' | 'passkey' | 'replacing';
+export type SessionCreation = 'password' | 'held-back' | 'second-factor' | 'passkey' | 'replacing' | 'sso';
 
 /** Library path (as the library names it, `:param` included) -> how its new sessions are marked. */
 export type SessionPaths = ReadonlyMap<string, SessionCreation>;
@@ -39,6 +42,8 @@ type EndpointContext = Pick<GenericEndpointContext, 'context' | 'getSignedCookie
 
 /** The tokens of sessions created during one endpoint call (the endpoint and its hooks share `ctx.context`). */
 export const createdDuringCall = new WeakMap<object, Set<string>>();
+/** What the single sign-on endpoint tells the hooks about the connection that signs the user in. */
+export const ssoSignInDuringCall = new WeakMap<object, { mfaAtIdp: boolean }>();
 /** The marks of the session a replacing call replaces, read before the call ends it (change-password deletes it first). */
 export const replacedDuringCall = new WeakMap<object, { mfa: boolean; step_up_at: Date | null }>();
 
@@ -74,6 +79,11 @@ export function sessionMarkHooks({
     }
     if (kind === 'second-factor') return (await takeFirstFactorProof(ctx, userId)) ? clock() : null;
     if (kind === 'held-back') return (await hasPassword(db, userId)) ? null : clock();
+    if (kind === 'sso') {
+      // The IdP's second factor proves every factor; else the sign-in is every factor of an account with no other.
+      if (ssoSignInDuringCall.get(ctx.context)?.mfaAtIdp) return clock();
+      return (await hasPassword(db, userId)) || (await twoFactorEnabled(db, userId)) ? null : clock();
+    }
     return null;
   };
 
@@ -95,7 +105,10 @@ export function sessionMarkHooks({
           if (kind === 'second-factor' && ctx.context.session) return { data: { mfa: true } };
           if (kind) {
             const stepUpAt = await proofOf(kind, session.userId, ctx);
-            const multiFactor = kind === 'second-factor' || kind === 'passkey';
+            const multiFactor =
+              kind === 'second-factor' ||
+              kind === 'passkey' ||
+              (kind === 'sso' && ssoSignInDuringCall.get(ctx.context)?.mfaAtIdp === true);
             return { data: multiFactor ? { mfa: true, stepUpAt } : { stepUpAt } };
           }
           // Fail closed: a path that starts creating sessions after an upgrade
@@ -127,7 +140,8 @@ export function sessionMarkHooks({
           if (!ctx?.path || !identifier.startsWith(PENDING_PREFIX)) return;
           if (identifier.startsWith(ATTEMPTS_PREFIX) || identifier.startsWith(PROOF_PREFIX)) return;
           const kind = sessionPaths.get(ctx.path);
-          const proved = kind === 'password' || (kind === 'held-back' && !(await hasPassword(db, value)));
+          const heldBack = kind === 'held-back' || kind === 'sso';
+          const proved = kind === 'password' || (heldBack && !(await hasPassword(db, value)));
           if (!proved) return;
           await insertVerification(db, { identifier: `${PROOF_PREFIX}${identifier}`, value, expiresAt });
         },

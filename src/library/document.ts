@@ -149,6 +149,10 @@ const ANSWERS: Readonly<Record<string, Answer>> = {
     z.looseObject({ backupCodes: z.array(z.string()) }),
     'New backup codes (shown once); the old ones no longer work',
   ),
+  '/sign-in/sso': json(
+    z.object({ url: z.string() }),
+    "The identity provider's sign-in URL: the browser goes there, and comes back to the callback",
+  ),
   '/sign-out': json(z.looseObject({ success: z.boolean() }), 'Signed out (the cookies are expired)'),
   '/ok': json(z.looseObject({ ok: z.boolean() }), 'The library is up'),
   '/error': { description: "The library's error page", content: { 'text/html': { schema: z.string() } } },
@@ -160,6 +164,8 @@ const REDIRECTS: ReadonlySet<string> = new Set([
   '/magic-link/verify',
   '/verify-email',
   '/reset-password/:token',
+  '/sso/callback/:connectionId',
+  '/sso/saml2/callback/:connectionId',
 ]);
 
 const LIBRARY_REFUSAL =
@@ -170,6 +176,7 @@ function tagOf(path: string): string {
   if (path.startsWith('/organization/')) return 'Auth: organizations';
   if (path.startsWith('/two-factor/')) return 'Auth: two-factor';
   if (path.startsWith('/passkey/')) return 'Auth: passkeys';
+  if (path.startsWith('/sso/') || path === '/sign-in/sso') return 'Auth: single sign-on';
   return 'Auth: accounts and sessions';
 }
 
@@ -183,6 +190,9 @@ type Responses = Record<string, { description: string; content?: unknown }>;
 /** One row as the document states it. */
 function libraryOperation(route: LibraryRoute): RouteConfig {
   const params = [...route.path.matchAll(/:(\w+)/g)].map((match) => match[1]!);
+  // JSON, or a form another site's page posts (src/library/row.ts `foreignForm`).
+  const bodySchema = route.body ?? route.foreignForm;
+  const bodyType = route.foreignForm ? 'application/x-www-form-urlencoded' : 'application/json';
   const config = {
     method: route.method.toLowerCase() as 'get' | 'post',
     path: `${LIBRARY_PREFIX}${openApiPath(route.path)}`,
@@ -192,12 +202,12 @@ function libraryOperation(route: LibraryRoute): RouteConfig {
     request: {
       ...(params.length ? { params: z.object(Object.fromEntries(params.map((name) => [name, z.string()]))) } : {}),
       ...(route.query ? { query: route.query as z.ZodObject } : {}),
-      ...(route.body ? { body: { content: { 'application/json': { schema: route.body } } } } : {}),
+      ...(bodySchema ? { body: { content: { [bodyType]: { schema: bodySchema } } } } : {}),
     },
     responses: {
       200: ANSWERS[route.path] ?? json(AuthAnswer, "The auth library's answer: a JSON object (session tokens removed)"),
       ...(REDIRECTS.has(route.path)
-        ? { 302: { description: 'Redirects to the callback URL the flow named, or to the error page' } }
+        ? { 302: { description: 'Redirects to the callback URL the flow named; a refusal adds `?error=<code>`' } }
         : {}),
     },
   };
@@ -210,7 +220,7 @@ function libraryOperation(route: LibraryRoute): RouteConfig {
     content: errorContent,
   });
   const validated =
-    route.body || route.query
+    bodySchema || route.query
       ? "; a body or query the route's schema refuses (`details` name the fields, e.g. `body.email`)"
       : '';
   return describedRoute({

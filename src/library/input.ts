@@ -49,7 +49,23 @@ function readQuery(c: Context<AppEnv>, route: LibraryRoute): Record<string, stri
   return check(route.query, query, 'query') as Record<string, string>;
 }
 
+const FORM_TYPE = /^application\/x-www-form-urlencoded\s*(?:;|$)/i;
+
+/** A form's fields, each given once (a second value would be read by one reader and not another). */
+async function readForm(c: Context<AppEnv>, schema: z.ZodType): Promise<JsonObject> {
+  const raw = c.req.raw;
+  if (!FORM_TYPE.test(c.req.header('content-type') ?? ''))
+    throw new ApiError('UNSUPPORTED_MEDIA_TYPE', 'Content-Type must be application/x-www-form-urlencoded');
+  const form: JsonObject = {};
+  for (const [name, value] of new URLSearchParams(raw.body ? await raw.clone().text() : '')) {
+    if (name in form) throw invalid([{ path: `body.${name}`, message: 'must be given once' }]);
+    form[name] = value;
+  }
+  return check(schema, form, 'body') as JsonObject;
+}
+
 async function readBody(c: Context<AppEnv>, route: LibraryRoute): Promise<JsonObject | null> {
+  if (route.method === 'POST' && route.foreignForm) return readForm(c, route.foreignForm);
   if (route.method !== 'POST' || !route.body) return null;
   const raw = c.req.raw;
   const type = c.req.header('content-type') ?? '';

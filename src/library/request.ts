@@ -34,14 +34,19 @@ export async function forwardedRequest(
   // ('unknown' when the entry could not tell: then the library sees none.)
   if (clientIp && /^[\da-f.:]+$/i.test(clientIp)) headers.set('x-forwarded-for', clientIp);
   else headers.delete('x-forwarded-for');
-  if (!keepCookieCache) {
+  // A form another site posted acts with no credential of the browser's (src/library/row.ts `foreignForm`).
+  if (route.foreignForm) headers.delete('cookie');
+  else if (!keepCookieCache) {
     const cookie = withoutCookieCache(headers.get('cookie'), config);
     if (cookie === null) headers.delete('cookie');
     else headers.set('cookie', cookie);
   }
   let body: BodyInit | null = null;
   if (route.method === 'POST') {
-    if (input.body) {
+    if (input.body && route.foreignForm) {
+      body = new URLSearchParams(input.body as Record<string, string>).toString();
+      headers.set('content-type', 'application/x-www-form-urlencoded');
+    } else if (input.body) {
       body = JSON.stringify(input.body);
       headers.set('content-type', 'application/json');
     } else if (raw.body) {

@@ -5,6 +5,7 @@ import { ORGANIZATION_ROUTES } from './organization-routes.js';
 import type { LibraryRoute } from './row.js';
 import { SECOND_FACTOR_ROUTES } from './second-factor-routes.js';
 import { SIGN_IN_ROUTES } from './sign-in-routes.js';
+import { SSO_ROUTES } from './sso-routes.js';
 
 /**
  * The auth library's routes the service serves, one row each, each row
@@ -24,6 +25,7 @@ import { SIGN_IN_ROUTES } from './sign-in-routes.js';
  */
 export const LIBRARY_ROUTES: readonly LibraryRoute[] = [
   ...SIGN_IN_ROUTES,
+  ...SSO_ROUTES,
   ...ACCOUNT_ROUTES,
   ...SECOND_FACTOR_ROUTES,
   ...ORGANIZATION_ROUTES,

@@ -5,6 +5,7 @@ import type { SessionCreation } from '../auth/second-factor.js';
 import type { Database } from '../db/database.js';
 import type { RateLimitTierName } from '../middleware/rate-limit-tiers.js';
 import type { RateLimitStore } from '../platform/rate-limit-store.js';
+import type { Config } from '../shared/config.js';
 import type { Clock, EnrichedSession } from '../shared/types.js';
 
 export type JsonObject = Record<string, unknown>;
@@ -35,6 +36,7 @@ export interface LibraryDeps {
   db: Kysely<Database>;
   store: RateLimitStore;
   clock: Clock;
+  config: Config;
 }
 
 /** Rewrites the body the library gets, before any transaction: a refusal throws. */
@@ -79,6 +81,14 @@ interface Row {
   organization?: 'body' | 'query' | 'invitation';
   body?: z.ZodType;
   query?: z.ZodType;
+  /**
+   * The body is a form (`application/x-www-form-urlencoded`) that another
+   * site's page posts (a SAML response, docs/sso.md "Sign-in"), checked by
+   * this schema. The one kind of request the CSRF check lets in from a
+   * foreign origin (src/middleware/csrf.ts), so it reaches the library with
+   * no cookie at all: no session is read or acted with there.
+   */
+  foreignForm?: z.ZodType;
   /** How the sessions the call creates are marked (src/auth/session-marks.ts); none: it creates none. */
   newSessions?: SessionCreation;
   /**

@@ -8,6 +8,14 @@ export interface CsrfOptions {
 
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
 const AUTH_PATH = '/api/auth/';
+/**
+ * docs/sso.md "Sign-in": a SAML identity provider's page posts its response
+ * to the connection's assertion consumer service, from the IdP's origin. The
+ * one route exempted: it reads no session (its request reaches the auth
+ * library without cookies, src/library/request.ts) and acts only on a signed
+ * response, so a forged post has nothing of the browser's to abuse.
+ */
+export const SAML_ACS_PATH = /^\/api\/auth\/sso\/saml2\/callback\/[^/]+$/;
 
 /** `scheme://host[:port]`, lower-case, no path or trailing slash; null when the value is not an http(s) origin. */
 export function originOf(value: string): string | null {
@@ -49,6 +57,7 @@ export function csrf({ trustedOrigins }: CsrfOptions): MiddlewareHandler {
   // Not async: a plain function adds no promise of its own per request (hono awaits what it returns, and catches what it throws).
   return function csrf(c, next) {
     if (SAFE_METHODS.has(c.req.method)) return next();
+    if (c.req.method === 'POST' && SAML_ACS_PATH.test(c.req.path)) return next();
     const origin = c.req.header('origin');
     const cookie = c.req.header('cookie');
     if (!cookie && (origin === undefined || !c.req.path.startsWith(AUTH_PATH))) return next();

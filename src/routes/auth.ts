@@ -68,7 +68,7 @@ export function authRoutes({ auth, config, db, store, clock }: Deps) {
   router.openapi(providersRoute, (c) =>
     c.json({ google: config.oauth.google !== null, github: config.oauth.github !== null }, 200),
   );
-  const deps: LibraryDeps = { db, store, clock };
+  const deps: LibraryDeps = { db, store, clock, config };
 
   /** The library's answer as the row shapes it, else in the contract's shape. */
   const answerWith = (route: LibraryRoute, call: LibraryCall, response: Response, body: unknown): Response => {

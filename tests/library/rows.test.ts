@@ -26,7 +26,7 @@ describe('library route rows', () => {
       expect(route.summary, name).toMatch(/^\S[^\n]{2,118}$/);
       expect(['auth', 'global'], name).toContain(route.tier);
       expect(['none', 'rollback-refusals', 'commit-refusals'], name).toContain(route.transaction);
-      expect(route.path, name).toMatch(/^(\/(?:[a-z0-9-]+|:[a-z]+))+$/);
+      expect(route.path, name).toMatch(/^(\/(?:[a-z0-9-]+|:[a-z][a-zA-Z]*))+$/);
       expect(seen.has(name), `${name} twice`).toBe(false);
       seen.add(name);
     }
@@ -106,6 +106,9 @@ describe('library route rows', () => {
       sorted(['/magic-link/verify', '/callback/:id', '/sign-in/social', '/verify-email']),
     );
     expect(marked('password')).toEqual(['/sign-in/email']);
+    // Single sign-on's callbacks (OIDC redirect, SAML form post): marked as their connection says.
+    expect(marked('sso')).toEqual(sorted(['/sso/callback/:connectionId', '/sso/saml2/callback/:connectionId']));
+    expect(pathsWhere((route) => route.foreignForm !== undefined)).toEqual(['/sso/saml2/callback/:connectionId']);
     // What the app hands the auth library is what the rows say.
     expect([...LIBRARY_SESSION_PATHS]).toEqual([...sessionPathsOf(LIBRARY_ROUTES)]);
     expect(() =>
