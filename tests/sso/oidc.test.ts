@@ -314,6 +314,14 @@ describe('ID tokens a client must refuse', () => {
     expect(await refused({}, { hs256: 'the-client-secret' })).toMatch(/ERR_JOSE_ALG_NOT_ALLOWED/);
   });
 
+  it('believes a userinfo answer only about the subject of the ID token', async () => {
+    fake.answerUserinfo({ sub: 'victim', email: 'victim@example.com', email_verified: true });
+    expect(await refused({ sub: 'attacker', email: undefined })).toMatch(/another subject/);
+    fake.answerUserinfo({ sub: 'someone', email: 'Someone@Example.com', email_verified: 'false' });
+    const { promise } = await answeredWith({ sub: 'someone', email: undefined, email_verified: undefined });
+    expect(await promise).toMatchObject({ subject: 'someone', email: 'someone@example.com', emailVerified: false });
+  });
+
   it('refuses a token without a subject, or a token response without an ID token', async () => {
     expect(await refused({ sub: undefined })).toMatch(/sub/);
     fake.answer('');

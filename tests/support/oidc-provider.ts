@@ -254,6 +254,8 @@ export interface FakeIdp {
   mint(claims?: Record<string, unknown>, signing?: FakeSigning): Promise<string>;
   /** The ID token the next token request is answered with. */
   answer(idToken: string): void;
+  /** What the userinfo endpoint answers (to the bearer of the access token it issued). */
+  answerUserinfo(claims: Record<string, unknown>): void;
   /** The last token request, as the provider saw it. */
   lastTokenRequest(): { authorization: string | undefined; body: URLSearchParams } | undefined;
   close(): Promise<void>;
@@ -277,6 +279,7 @@ export async function createFakeIdp({ clientId, nonce }: { clientId: string; non
   const other = await generateKeyPair('RS256', { extractable: true });
   const jwk: JWK = { ...(await exportJWK(published.publicKey)), kid, alg: 'RS256', use: 'sig' };
   let next = '';
+  let userinfo: Record<string, unknown> = {};
   let last: { authorization: string | undefined; body: URLSearchParams } | undefined;
   const server = createServer(async (request, response) => {
     const json = (status: number, value: unknown) => {
@@ -289,7 +292,12 @@ export async function createFakeIdp({ clientId, nonce }: { clientId: string; non
         authorization_endpoint: `${issuer}/authorize`,
         token_endpoint: `${issuer}/token`,
         jwks_uri: `${issuer}/jwks`,
+        userinfo_endpoint: `${issuer}/userinfo`,
       });
+    if (request.url === '/userinfo')
+      return request.headers.authorization === 'Bearer fake-access-token'
+        ? json(200, userinfo)
+        : json(401, { error: 'invalid_token' });
     if (request.url === '/jwks') return json(200, { keys: [jwk] });
     if (request.url === '/token' && request.method === 'POST') {
       last = { authorization: request.headers.authorization, body: new URLSearchParams(await body(request)) };
@@ -318,6 +326,9 @@ export async function createFakeIdp({ clientId, nonce }: { clientId: string; non
     },
     answer: (idToken) => {
       next = idToken;
+    },
+    answerUserinfo: (claims) => {
+      userinfo = claims;
     },
     lastTokenRequest: () => last,
     close: () => close(server),
