@@ -1,7 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createSecretBox } from '../../src/shared/secret-box.js';
 import { walkRoutes } from '../security/routes.js';
-import { createTestApp, type TestApp } from '../support/app.js';
-import { CookieJar, call, expectError, expectStatus, PASSWORD } from '../support/http.js';
+import { createTestApp, TEST_SECRET, type TestApp } from '../support/app.js';
+import { CookieJar, call, expectError, expectStatus, PASSWORD, pathOf } from '../support/http.js';
+import { createOidcProvider, type OidcTestProvider } from '../support/oidc-provider.js';
 import {
   type Actor,
   addMember,
@@ -29,6 +31,8 @@ const ORG = '/api/auth/organization';
 
 describe('organization single sign-on policy', () => {
   let t: TestApp;
+  let idp: OidcTestProvider;
+  const accounts: Record<string, Record<string, unknown>> = {};
   const domain = `acme-${crypto.randomUUID().slice(0, 8)}.test`;
   let owner: SignedInUser;
   let org: TestOrganization;
@@ -56,8 +60,44 @@ describe('organization single sign-on policy', () => {
     return actor;
   }
 
-  /** A connection of the organization, as the connection routes store one (SAML: the smallest valid row). */
-  function insertConnection(organizationId: string): Promise<string> {
+  /** An OIDC connection of the organization at the test IdP, as the connection routes store one. */
+  async function insertOidcConnection(organizationId: string): Promise<string> {
+    const meta = await (await fetch(`${idp.issuer}/.well-known/openid-configuration`)).json();
+    const clientId = `client-${crypto.randomUUID()}`;
+    const clientSecret = `secret-${crypto.randomUUID()}`;
+    const secrets = createSecretBox(TEST_SECRET, 'gatehouse sso client secrets v1');
+    const id = await asOwnerInTenant(t, organizationId, async (trx) => {
+      const row = await trx
+        .insertInto('sso_connections')
+        .values({
+          tenant_id: organizationId,
+          type: 'oidc',
+          name: 'Test OIDC',
+          oidc_issuer: idp.issuer,
+          oidc_client_id: clientId,
+          oidc_client_secret: await secrets.seal(clientSecret),
+          oidc_scopes: ['openid', 'email', 'profile'],
+          oidc_metadata: JSON.stringify({
+            issuer: meta.issuer,
+            authorization_endpoint: meta.authorization_endpoint,
+            token_endpoint: meta.token_endpoint,
+            jwks_uri: meta.jwks_uri,
+          }),
+        })
+        .returning('id')
+        .executeTakeFirstOrThrow();
+      return row.id as string;
+    });
+    idp.addClient({
+      client_id: clientId,
+      client_secret: clientSecret,
+      redirect_uris: [`${t.config.auth.url}/api/auth/sso/callback/${id}`],
+    });
+    return id;
+  }
+
+  /** A SAML connection of another organization (the smallest valid row: nobody signs in through it here). */
+  function insertSamlConnection(organizationId: string): Promise<string> {
     return asOwnerInTenant(t, organizationId, async (trx) => {
       const row = await trx
         .insertInto('sso_connections')
@@ -75,7 +115,20 @@ describe('organization single sign-on policy', () => {
     });
   }
 
-  /** Marks the session as created by `connection` (null: by a password), as the SSO sign-in will store it. */
+  /** The whole SSO sign-in of an account through the organization's IdP (docs/sso.md "Sign-in"): a new session. */
+  async function ssoSession(email: string): Promise<CookieJar> {
+    const sub = `idp-${crypto.randomUUID().slice(0, 8)}`;
+    accounts[sub] = { email, email_verified: true, name: 'Signed in at the IdP' };
+    const jar = new CookieJar();
+    const started = await call(t, '/api/auth/sign-in/sso', { body: { email, callbackURL: '/app' }, jar });
+    const { url } = await expectStatus<{ url: string }>(started, 200);
+    const back = await call(t, pathOf(await idp.signIn(url, { sub })), { jar });
+    expect(back.status).toBe(302);
+    expect(back.headers.get('location')).toBe('/app');
+    return jar;
+  }
+
+  /** Marks the session as created by `connection` (null: by a password), as the SSO sign-in stores it. */
   async function sessionCameThrough(jar: CookieJar, connection: string | null): Promise<void> {
     const { session } = await expectStatus<{ session: { id: string } }>(await call(t, '/api/session', { jar }), 200);
     await t.database.withOwner((db) =>
@@ -84,7 +137,8 @@ describe('organization single sign-on policy', () => {
   }
 
   beforeAll(async () => {
-    t = await createTestApp({ env: { API_KEY_AUTH: 'enabled' } });
+    idp = await createOidcProvider({ accounts });
+    t = await createTestApp({ env: { API_KEY_AUTH: 'enabled', SSO_ALLOW_PRIVATE_URLS: 'true' } });
     owner = await signedInUser(t, { email: `owner@${domain}` });
     org = await createOrganization(t, owner);
     const boundUser = await signedInUser(t, { email: `bound@${domain}` });
@@ -103,14 +157,17 @@ describe('organization single sign-on policy', () => {
         .values({ tenant_id: org.id, domain, txt_value: 'test', verified_at: new Date() })
         .execute(),
     );
-    connectionId = await insertConnection(org.id);
-    otherConnectionId = await insertConnection(other.id);
+    connectionId = await insertOidcConnection(org.id);
+    otherConnectionId = await insertSamlConnection(other.id);
 
     // A key the bound member made before the policy (a password sign-in is fresh for step-up).
     const created = await call(t, '/api/api-keys', { body: { name: 'ci', scopes: ['members:read'] }, jar: bound.jar });
     boundKey = (await expectStatus<{ key: string }>(created, 201)).key;
   });
-  afterAll(() => t?.close());
+  afterAll(async () => {
+    await t?.close();
+    await idp?.close();
+  });
 
   it('GET answers both policies; PATCH takes either or both, nothing else, and is audited with what it was given', async () => {
     expect(await expectStatus(await security(owner.jar), 200)).toEqual({ requireMfa: false, requireSso: false });
@@ -216,13 +273,25 @@ describe('organization single sign-on policy', () => {
     expect(await auditRows(t, org.id, 'sso.bypassed')).toHaveLength(2);
   });
 
-  it("passes a session that came through the organization's connection, not another organization's", async () => {
-    // The SSO sign-in (being built beside this policy) stores the connection on
-    // the session it creates; until it lands the column is set here.
-    await sessionCameThrough(bound.jar, connectionId);
-    expect((await call(t, '/api/members', { jar: bound.jar })).status).toBe(200);
-    expect((await listMembersIn(bound.jar, org.id)).status).toBe(200);
+  it("passes a session that came through the organization's single sign-on, not another organization's", async () => {
+    // The same account signs in through the organization's IdP: that session
+    // works there, while its password session is still refused.
+    const viaSso = await ssoSession(bound.email);
+    expect(await expectStatus(await call(t, '/api/session', { jar: viaSso }), 200)).toMatchObject({
+      user: { id: bound.id },
+      session: { activeOrganizationId: org.id },
+    });
+    expect((await call(t, '/api/members', { jar: viaSso })).status).toBe(200);
+    expect((await listMembersIn(viaSso, org.id)).status).toBe(200);
+    expect(await expectStatus(await call(t, '/api/members', { jar: bound.jar }), 403)).toEqual(SSO_REQUIRED);
+    const stored = await t.database.withOwner((db) =>
+      db.selectFrom('sessions').select('sso_connection_id').where('user_id', '=', bound.id).execute(),
+    );
+    expect(stored.map((row) => row.sso_connection_id)).toContain(connectionId);
 
+    // No sign-in can give this member a session from another organization's
+    // connection (a verified domain belongs to one organization, and only its
+    // addresses sign in there), so the column is set here: still refused.
     await sessionCameThrough(bound.jar, otherConnectionId);
     expect(await expectStatus(await call(t, '/api/members', { jar: bound.jar }), 403)).toEqual(SSO_REQUIRED);
     expect(await expectStatus(await listMembersIn(bound.jar, org.id), 403)).toEqual(SSO_REQUIRED);
