@@ -75,6 +75,12 @@ function parseCertificate(bytes: Uint8Array): Uint8Array {
   if (!oid || oid.length !== RSA_ENCRYPTION.length || RSA_ENCRYPTION.some((b, i) => oid[i] !== b)) {
     throw fail('the public key is not RSA (responses are verified with RSA signatures only)');
   }
+  // Extensions [3]: a SEQUENCE of one or more. An empty one is invalid DER that Node's OpenSSL reads but
+  // BoringSSL (Workers' X509Certificate, which samlify uses) refuses: refused here, at configuration.
+  const extensions = tbs.slice(6).find((tlv) => tlv.tag === 0xa3);
+  if (extensions && children(bytes, children(bytes, extensions)[0] ?? extensions).length === 0) {
+    throw fail('an empty extensions list');
+  }
   return bytes.subarray(tbs[5]!.at, tbs[5]!.end);
 }
 

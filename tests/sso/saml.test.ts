@@ -92,6 +92,8 @@ describe('checkCertificate', () => {
       'idpCertificate',
       /bad|structure/,
     );
+    const empty = await createSigningKey('Empty extensions', 'RSA', { emptyExtensions: true });
+    refused(() => checkCertificate(empty.certificate), 'idpCertificate', /empty extensions/);
     const ec = await createSigningKey('EC IdP', 'EC');
     refused(() => checkCertificate(ec.certificate), 'idpCertificate', /not RSA/);
   });

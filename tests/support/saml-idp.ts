@@ -27,8 +27,18 @@ function pem(label: string, der: ArrayBuffer): string {
   return `-----BEGIN ${label}-----\n${body}\n-----END ${label}-----\n`;
 }
 
-/** A fresh RSA 2048 key and a self-signed certificate for it, valid from yesterday for a year. */
-export async function createSigningKey(commonName = 'Test IdP', algorithm: 'RSA' | 'EC' = 'RSA'): Promise<SigningKey> {
+/**
+ * A fresh RSA 2048 key and a self-signed certificate for it, valid from
+ * yesterday for a year, with the extensions IdP certificates carry.
+ * `emptyExtensions` writes an empty extensions list instead (what
+ * @peculiar/x509 does when given none): invalid DER that OpenSSL reads and
+ * BoringSSL (Workers) refuses.
+ */
+export async function createSigningKey(
+  commonName = 'Test IdP',
+  algorithm: 'RSA' | 'EC' = 'RSA',
+  { emptyExtensions = false } = {},
+): Promise<SigningKey> {
   const params =
     algorithm === 'RSA'
       ? {
@@ -47,6 +57,12 @@ export async function createSigningKey(commonName = 'Test IdP', algorithm: 'RSA'
     notAfter: new Date(now + 365 * 86_400_000),
     signingAlgorithm: algorithm === 'RSA' ? params : { name: 'ECDSA', hash: 'SHA-256' },
     keys,
+    extensions: emptyExtensions
+      ? []
+      : [
+          new x509.BasicConstraintsExtension(false, undefined, true),
+          new x509.KeyUsagesExtension(x509.KeyUsageFlags.digitalSignature, true),
+        ],
   });
   const pkcs8 = await crypto.subtle.exportKey('pkcs8', keys.privateKey);
   return {
