@@ -1,3 +1,4 @@
+import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSecretBox } from '../../src/shared/secret-box.js';
 import { walkRoutes } from '../security/routes.js';
@@ -77,12 +78,13 @@ describe('organization single sign-on policy', () => {
           oidc_client_id: clientId,
           oidc_client_secret: await secrets.seal(clientSecret),
           oidc_scopes: ['openid', 'email', 'profile'],
-          oidc_metadata: JSON.stringify({
+          // As text cast by the server: postgres.js would bind a string to jsonb as a JSON string scalar.
+          oidc_metadata: sql<string>`${JSON.stringify({
             issuer: meta.issuer,
             authorization_endpoint: meta.authorization_endpoint,
             token_endpoint: meta.token_endpoint,
             jwks_uri: meta.jwks_uri,
-          }),
+          })}::text::jsonb`,
         })
         .returning('id')
         .executeTakeFirstOrThrow();
