@@ -3,6 +3,7 @@ import { serve } from '@hono/node-server';
 import { createApp } from '../app.js';
 import { sessionStateCacheFor } from '../auth/session.js';
 import { migrateToLatest } from '../db/migrate.js';
+import { createNodeTxtResolver } from '../platform/dns-txt.js';
 import { createBatchedStdioSink } from '../platform/node-log-sink.js';
 import { ConfigError, parseConfig } from '../shared/config.js';
 import { describeError } from '../shared/errors.js';
@@ -10,6 +11,7 @@ import { createLogger } from '../shared/logger.js';
 import { delivererFor } from '../webhooks/deliverer.js';
 import { startDeliveryLoop } from '../webhooks/loop.js';
 import { pinnedFetch } from '../webhooks/pinned-fetch.js';
+import type { WebhookFetch } from '../webhooks/send.js';
 import { createRateLimitStore, logConfigWarnings, openConfiguredDatabase } from './deps.js';
 import { answerClientErrors, LISTENER_OPTIONS, nodeClientIp } from './node-listener.js';
 
@@ -31,6 +33,24 @@ const resolveHost = async (host: string) => {
     clearTimeout(timer);
   }
 };
+
+/**
+ * Requests to identity providers (discovery, keys: GET; tokens: POST) over
+ * the webhooks' pinned transport: the connection goes to an address the
+ * policy checked at connect time (docs/sso.md "Addresses"), never one a
+ * second lookup answered. Redirects are not followed (node:http never does).
+ */
+function pinnedSsoFetch(pinned: WebhookFetch): typeof fetch {
+  return async (input, init = {}) => {
+    const url = new URL(input instanceof Request ? input.url : String(input));
+    const headers = Object.fromEntries(new Headers(init.headers).entries());
+    if (init.body instanceof URLSearchParams)
+      headers['content-type'] ??= 'application/x-www-form-urlencoded;charset=UTF-8';
+    const method = (init.method ?? 'GET').toUpperCase() as 'POST';
+    const body = init.body == null ? '' : String(init.body);
+    return pinned(url, { method, headers, body, signal: init.signal ?? AbortSignal.timeout(10_000) });
+  };
+}
 
 /** Node entry: the one place that reads process.env. */
 async function main(): Promise<void> {
@@ -57,6 +77,9 @@ async function main(): Promise<void> {
       clientIp: nodeClientIp(config.rateLimit.trustedProxyHops),
       sessionStateCache: await sessionStateCacheFor(database),
       resolveHost,
+      // Connect only to the addresses the SSO policy checked, unless private addresses are allowed anyway.
+      ssoFetch: config.sso.allowPrivateUrls ? undefined : pinnedSsoFetch(pinnedFetch({ resolve: resolveHost })),
+      resolveTxt: createNodeTxtResolver(config.dns.servers),
     },
   );
   const deliveries = await startDeliveryLoop({

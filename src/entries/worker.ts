@@ -3,6 +3,7 @@ import { type App, createApp } from '../app.js';
 import type { DatabaseHandle } from '../db/client.js';
 import { purgeExpiredAccounts } from '../db/queries/accounts.js';
 import { type ConnectionScope, openRequestScopedPostgres } from '../db/request-scoped.js';
+import { createWorkerTxtResolver, type TcpConnect, type TxtResolver } from '../platform/dns-txt-worker.js';
 import { clientIpFromForwardedFor } from '../shared/client-address.js';
 import { type Config, ConfigError, parseConfig } from '../shared/config.js';
 import { describeError } from '../shared/errors.js';
@@ -40,6 +41,28 @@ function databaseUrlFrom(env: Bindings): unknown {
   return typeof hyperdrive?.connectionString === 'string' && hyperdrive.connectionString
     ? hyperdrive.connectionString
     : env.DATABASE_URL;
+}
+
+/**
+ * TXT lookups for domain checks: DNS over TCP to DNS_SERVERS through
+ * `connect()` of cloudflare:sockets, imported on first use (Node loads this
+ * file in tests, and has no such module); else DNS over HTTPS.
+ */
+function workerTxtResolver(servers: readonly string[] | null): TxtResolver {
+  if (!servers || servers.length === 0) return createWorkerTxtResolver(null);
+  let resolver: Promise<TxtResolver> | undefined;
+  const withSockets = async () => {
+    // @ts-expect-error workerd's own module; its types (@cloudflare/workers-types) are not in the Node build.
+    const { connect } = (await import('cloudflare:sockets')) as { connect: TcpConnect };
+    return createWorkerTxtResolver(servers, { connect });
+  };
+  return async (name) => {
+    resolver ??= withSockets().catch((error: unknown) => {
+      resolver = undefined;
+      throw error;
+    });
+    return (await resolver)(name);
+  };
 }
 
 /**
@@ -81,6 +104,8 @@ function runtimeFor(env: Bindings): Runtime | ConfigError {
           background: (task) => scope.keep(task),
           // Sent on the request's connection after its answer; the cron trigger sends what this does not.
           deliverWebhooks: () => deliver(AFTER_RESPONSE_BUDGET_MS),
+          // Identity providers are reached with the global fetch (the app's default): Cloudflare's egress reaches no private address.
+          resolveTxt: workerTxtResolver(config.dns.servers),
         },
       );
       runtime = { config, logger, database, scope, app, deliver };
