@@ -20,7 +20,7 @@ import { accessLog, requestId } from './middleware/request-context.js';
 import { securityHeaders } from './middleware/security-headers.js';
 import { clearSessionStates, credentialResolver, session } from './middleware/session.js';
 import { deliverAfterResponse } from './middleware/webhooks.js';
-import type { TxtResolver } from './platform/dns-txt-types.js';
+import { DnsLookupError, type TxtResolver } from './platform/dns-txt-types.js';
 import type { RateLimitStore } from './platform/rate-limit-store.js';
 import { createRouter, notFoundAnswer } from './router.js';
 import { adminRoutes } from './routes/admin.js';
@@ -34,12 +34,15 @@ import { memberRoutes } from './routes/members.js';
 import { organizationSecurityRoutes } from './routes/organization-security.js';
 import { roleRoutes } from './routes/roles.js';
 import { sessionRoutes } from './routes/session.js';
+import { ssoConnectionRoutes } from './routes/sso-connections.js';
+import { ssoDomainRoutes } from './routes/sso-domains.js';
 import { userRoutes } from './routes/users.js';
 import { webhookDeliveryRoutes } from './routes/webhook-deliveries.js';
 import { webhookRoutes } from './routes/webhooks.js';
 import type { Clock } from './shared/clock.js';
 import type { Config } from './shared/config.js';
 import type { Logger } from './shared/logger.js';
+import { createSecretBox as sealedUnder } from './shared/secret-box.js';
 import type { AppEnv } from './shared/types.js';
 import { createSecretBox } from './webhooks/secrets.js';
 import { type UrlPolicy, urlPolicyFor } from './webhooks/url-policy.js';
@@ -186,6 +189,24 @@ export function createApp(deps: AppDeps, options: CreateAppOptions = {}) {
     }),
   );
   app.route('/', webhookDeliveryRoutes({ db }));
+  app.route(
+    '/',
+    ssoConnectionRoutes({
+      db,
+      authUrl: config.auth.url,
+      // The key derivation's label never changes: stored client secrets depend on it.
+      secrets: sealedUnder(config.auth.secret, 'gatehouse sso client secrets v1'),
+      policy: {
+        fetch: ssoFetch,
+        allowPrivateUrls: config.sso.allowPrivateUrls,
+        httpsOnly: config.webhooks.httpsOnly,
+        resolve: options.resolveHost,
+      },
+    }),
+  );
+  // No resolver given: every check fails as a lookup that proved nothing (the entries always give one).
+  const resolveTxt = options.resolveTxt ?? ((name: string) => Promise.reject(new DnsLookupError('ENOTIMP', name)));
+  app.route('/', ssoDomainRoutes({ db, resolveTxt, clock }));
   app.route('/', userRoutes({ db, clock, graceDays: config.accountDeletionGraceDays }));
   app.route('/', cronRoutes({ db, clock, cronSecret: config.cronSecret, graceDays: config.accountDeletionGraceDays }));
 

@@ -2419,7 +2419,7 @@ export interface paths {
         head?: never;
         /**
          * Change the active organization's security policy
-         * @description While `requireMfa` is on, every route that needs the active organization answers 403 MFA_REQUIRED to a session that is not multi-factor. Turning it on from such a session is refused the same way.
+         * @description Either policy or both; the other stays as it is. While `requireMfa` is on, every route that needs the active organization answers 403 MFA_REQUIRED to a session that is not multi-factor; turning it on from such a session is refused the same way. While `requireSso` is on, members whose email is at a verified domain of the organization get 403 SSO_REQUIRED there unless the session came through one of its connections; Owners keep their other sign-in as break-glass, audited `sso.bypassed` once per session.
          */
         patch: {
             parameters: {
@@ -3473,6 +3473,1151 @@ export interface paths {
         put?: never;
         post?: never;
         delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/sso/connections": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The active organization's identity providers (never a client secret) */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Connections, oldest first */
+                200: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["SsoConnection"][];
+                    };
+                };
+                /** @description VALIDATION_ERROR: a body sent as JSON that is malformed, not UTF-8, nested deeper than 32 levels or holding a NUL character (checked on every request, even one to a route that takes no body) */
+                400: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description UNAUTHORIZED: no valid session */
+                401: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description FORBIDDEN: an API key; ACCOUNT_SCHEDULED_FOR_DELETION: the account is scheduled for deletion and the route is not on the allowlist; NO_ACTIVE_ORGANIZATION: the session has no active organization; MFA_REQUIRED: the organization requires multi-factor sessions; message `Multi-factor authentication required`; INSUFFICIENT_PERMISSIONS: the caller lacks a permission the route needs, or one it tries to grant (a role, an invitation, API-key scopes; `details` name them) (and NOT_OWNER where the route says so) */
+                403: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
+                413: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
+                429: {
+                    headers: {
+                        /** @description Requests allowed in the window */
+                        "X-RateLimit-Limit"?: string;
+                        /** @description Requests left in the window (0) */
+                        "X-RateLimit-Remaining"?: string;
+                        /** @description Unix seconds when the window or block ends */
+                        "X-RateLimit-Reset"?: string;
+                        /** @description Seconds to wait */
+                        "Retry-After"?: string;
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
+                500: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
+                503: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        /**
+         * Connect an identity provider over OIDC (its issuer is discovered) or SAML 2.0
+         * @description Roles named (`defaultRoleId`, `roleMappings[].roleId`) must be roles of the organization (400) that the caller may grant (403 INSUFFICIENT_PERMISSIONS). An issuer whose discovery fails is a 400 naming `issuer`.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["CreateSsoConnection"];
+                };
+            };
+            responses: {
+                /** @description The connection, with what to enter in the IdP's app (`sp`) */
+                201: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["SsoConnection"];
+                    };
+                };
+                /** @description VALIDATION_ERROR: a body sent as JSON that is malformed, not UTF-8, nested deeper than 32 levels or holding a NUL character; wrong types, unknown fields, a path id that is not a UUID v4, a bad query parameter (`details` name them) */
+                400: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description UNAUTHORIZED: no valid session */
+                401: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description FORBIDDEN: an API key; a cookie-bearing state change from an origin other than the app's; ACCOUNT_SCHEDULED_FOR_DELETION: the account is scheduled for deletion and the route is not on the allowlist; NO_ACTIVE_ORGANIZATION: the session has no active organization; MFA_REQUIRED: the organization requires multi-factor sessions; message `Multi-factor authentication required`; INSUFFICIENT_PERMISSIONS: the caller lacks a permission the route needs, or one it tries to grant (a role, an invitation, API-key scopes; `details` name them); STEP_UP_REQUIRED: a sensitive action: the session has not proved every factor of its account within STEP_UP_MAX_AGE; message `Recent authentication required`; `POST /api/session/step-up` renews it (and NOT_OWNER where the route says so) */
+                403: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; DOMAIN_TAKEN: an SSO domain another organization has verified; DOMAIN_NOT_VERIFIED: no TXT record at the domain's `txtName` holds its `txtValue` (yet); QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
+                409: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
+                413: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description UNSUPPORTED_MEDIA_TYPE: a body that is not JSON on a JSON route */
+                415: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
+                429: {
+                    headers: {
+                        /** @description Requests allowed in the window */
+                        "X-RateLimit-Limit"?: string;
+                        /** @description Requests left in the window (0) */
+                        "X-RateLimit-Remaining"?: string;
+                        /** @description Unix seconds when the window or block ends */
+                        "X-RateLimit-Reset"?: string;
+                        /** @description Seconds to wait */
+                        "Retry-After"?: string;
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
+                500: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
+                503: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/sso/connections/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Remove a connection; every session it created ends */
+        delete: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The connection is gone */
+                200: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** Format: uuid */
+                            id: string;
+                            /** @enum {boolean} */
+                            deleted: true;
+                        };
+                    };
+                };
+                /** @description VALIDATION_ERROR: a body sent as JSON that is malformed, not UTF-8, nested deeper than 32 levels or holding a NUL character; wrong types, unknown fields, a path id that is not a UUID v4, a bad query parameter (`details` name them) */
+                400: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description UNAUTHORIZED: no valid session */
+                401: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description FORBIDDEN: an API key; a cookie-bearing state change from an origin other than the app's; ACCOUNT_SCHEDULED_FOR_DELETION: the account is scheduled for deletion and the route is not on the allowlist; NO_ACTIVE_ORGANIZATION: the session has no active organization; MFA_REQUIRED: the organization requires multi-factor sessions; message `Multi-factor authentication required`; INSUFFICIENT_PERMISSIONS: the caller lacks a permission the route needs, or one it tries to grant (a role, an invitation, API-key scopes; `details` name them); STEP_UP_REQUIRED: a sensitive action: the session has not proved every factor of its account within STEP_UP_MAX_AGE; message `Recent authentication required`; `POST /api/session/step-up` renews it (and NOT_OWNER where the route says so) */
+                403: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description NOT_FOUND: an unknown id, and also an id of another organization (never revealing that it exists) */
+                404: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; DOMAIN_TAKEN: an SSO domain another organization has verified; DOMAIN_NOT_VERIFIED: no TXT record at the domain's `txtName` holds its `txtValue` (yet); QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
+                409: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
+                413: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
+                429: {
+                    headers: {
+                        /** @description Requests allowed in the window */
+                        "X-RateLimit-Limit"?: string;
+                        /** @description Requests left in the window (0) */
+                        "X-RateLimit-Remaining"?: string;
+                        /** @description Unix seconds when the window or block ends */
+                        "X-RateLimit-Reset"?: string;
+                        /** @description Seconds to wait */
+                        "Retry-After"?: string;
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
+                500: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
+                503: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        options?: never;
+        head?: never;
+        /** Change a connection's settings; a new issuer is discovered again, `enabled: false` ends its sessions */
+        patch: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["UpdateSsoConnection"];
+                };
+            };
+            responses: {
+                /** @description The connection */
+                200: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["SsoConnection"];
+                    };
+                };
+                /** @description VALIDATION_ERROR: a body sent as JSON that is malformed, not UTF-8, nested deeper than 32 levels or holding a NUL character; wrong types, unknown fields, a path id that is not a UUID v4, a bad query parameter (`details` name them) */
+                400: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description UNAUTHORIZED: no valid session */
+                401: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description FORBIDDEN: an API key; a cookie-bearing state change from an origin other than the app's; ACCOUNT_SCHEDULED_FOR_DELETION: the account is scheduled for deletion and the route is not on the allowlist; NO_ACTIVE_ORGANIZATION: the session has no active organization; MFA_REQUIRED: the organization requires multi-factor sessions; message `Multi-factor authentication required`; INSUFFICIENT_PERMISSIONS: the caller lacks a permission the route needs, or one it tries to grant (a role, an invitation, API-key scopes; `details` name them); STEP_UP_REQUIRED: a sensitive action: the session has not proved every factor of its account within STEP_UP_MAX_AGE; message `Recent authentication required`; `POST /api/session/step-up` renews it (and NOT_OWNER where the route says so) */
+                403: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description NOT_FOUND: an unknown id, and also an id of another organization (never revealing that it exists) */
+                404: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; DOMAIN_TAKEN: an SSO domain another organization has verified; DOMAIN_NOT_VERIFIED: no TXT record at the domain's `txtName` holds its `txtValue` (yet); QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
+                409: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
+                413: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description UNSUPPORTED_MEDIA_TYPE: a body that is not JSON on a JSON route */
+                415: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
+                429: {
+                    headers: {
+                        /** @description Requests allowed in the window */
+                        "X-RateLimit-Limit"?: string;
+                        /** @description Requests left in the window (0) */
+                        "X-RateLimit-Remaining"?: string;
+                        /** @description Unix seconds when the window or block ends */
+                        "X-RateLimit-Reset"?: string;
+                        /** @description Seconds to wait */
+                        "Retry-After"?: string;
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
+                500: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
+                503: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        trace?: never;
+    };
+    "/api/sso/connections/{id}/saml-metadata": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The service provider's SAML metadata for one SAML connection, for the IdP to import */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description SAML 2.0 metadata: our entity id, the ACS (HTTP-POST), signed assertions wanted */
+                200: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/samlmetadata+xml": string;
+                    };
+                };
+                /** @description VALIDATION_ERROR: a body sent as JSON that is malformed, not UTF-8, nested deeper than 32 levels or holding a NUL character; wrong types, unknown fields, a path id that is not a UUID v4, a bad query parameter (`details` name them) */
+                400: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description NOT_FOUND: an unknown id, and also an id of another organization (never revealing that it exists) */
+                404: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
+                413: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
+                429: {
+                    headers: {
+                        /** @description Requests allowed in the window */
+                        "X-RateLimit-Limit"?: string;
+                        /** @description Requests left in the window (0) */
+                        "X-RateLimit-Remaining"?: string;
+                        /** @description Unix seconds when the window or block ends */
+                        "X-RateLimit-Reset"?: string;
+                        /** @description Seconds to wait */
+                        "Retry-After"?: string;
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
+                500: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
+                503: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/sso/domains": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The active organization's claimed domains, pending and verified */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Domains, oldest first */
+                200: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["SsoDomain"][];
+                    };
+                };
+                /** @description VALIDATION_ERROR: a body sent as JSON that is malformed, not UTF-8, nested deeper than 32 levels or holding a NUL character (checked on every request, even one to a route that takes no body) */
+                400: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description UNAUTHORIZED: no valid session */
+                401: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description FORBIDDEN: an API key; ACCOUNT_SCHEDULED_FOR_DELETION: the account is scheduled for deletion and the route is not on the allowlist; NO_ACTIVE_ORGANIZATION: the session has no active organization; MFA_REQUIRED: the organization requires multi-factor sessions; message `Multi-factor authentication required`; INSUFFICIENT_PERMISSIONS: the caller lacks a permission the route needs, or one it tries to grant (a role, an invitation, API-key scopes; `details` name them) (and NOT_OWNER where the route says so) */
+                403: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
+                413: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
+                429: {
+                    headers: {
+                        /** @description Requests allowed in the window */
+                        "X-RateLimit-Limit"?: string;
+                        /** @description Requests left in the window (0) */
+                        "X-RateLimit-Remaining"?: string;
+                        /** @description Unix seconds when the window or block ends */
+                        "X-RateLimit-Reset"?: string;
+                        /** @description Seconds to wait */
+                        "Retry-After"?: string;
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
+                500: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
+                503: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        /**
+         * Claim an email domain for single sign-on; publish its TXT record, then verify
+         * @description A domain the organization already claimed answers its existing record (201, the same TXT value). Domains of public mail providers are refused (400 VALIDATION_ERROR).
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["AddSsoDomain"];
+                };
+            };
+            responses: {
+                /** @description The claim, with the TXT record that proves it */
+                201: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["SsoDomain"];
+                    };
+                };
+                /** @description VALIDATION_ERROR: a body sent as JSON that is malformed, not UTF-8, nested deeper than 32 levels or holding a NUL character; wrong types, unknown fields, a path id that is not a UUID v4, a bad query parameter (`details` name them) */
+                400: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description UNAUTHORIZED: no valid session */
+                401: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description FORBIDDEN: an API key; a cookie-bearing state change from an origin other than the app's; ACCOUNT_SCHEDULED_FOR_DELETION: the account is scheduled for deletion and the route is not on the allowlist; NO_ACTIVE_ORGANIZATION: the session has no active organization; MFA_REQUIRED: the organization requires multi-factor sessions; message `Multi-factor authentication required`; INSUFFICIENT_PERMISSIONS: the caller lacks a permission the route needs, or one it tries to grant (a role, an invitation, API-key scopes; `details` name them); STEP_UP_REQUIRED: a sensitive action: the session has not proved every factor of its account within STEP_UP_MAX_AGE; message `Recent authentication required`; `POST /api/session/step-up` renews it (and NOT_OWNER where the route says so) */
+                403: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description DOMAIN_TAKEN: an SSO domain another organization has verified */
+                409: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
+                413: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description UNSUPPORTED_MEDIA_TYPE: a body that is not JSON on a JSON route */
+                415: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
+                429: {
+                    headers: {
+                        /** @description Requests allowed in the window */
+                        "X-RateLimit-Limit"?: string;
+                        /** @description Requests left in the window (0) */
+                        "X-RateLimit-Remaining"?: string;
+                        /** @description Unix seconds when the window or block ends */
+                        "X-RateLimit-Reset"?: string;
+                        /** @description Seconds to wait */
+                        "Retry-After"?: string;
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
+                500: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
+                503: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/sso/domains/{id}/verify": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Look up the TXT record at `txtName`; the domain is verified when one record equals `txtValue` */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The domain, verified (also when it already was) */
+                200: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["SsoDomain"];
+                    };
+                };
+                /** @description VALIDATION_ERROR: a body sent as JSON that is malformed, not UTF-8, nested deeper than 32 levels or holding a NUL character; wrong types, unknown fields, a path id that is not a UUID v4, a bad query parameter (`details` name them) */
+                400: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description UNAUTHORIZED: no valid session */
+                401: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description FORBIDDEN: an API key; a cookie-bearing state change from an origin other than the app's; ACCOUNT_SCHEDULED_FOR_DELETION: the account is scheduled for deletion and the route is not on the allowlist; NO_ACTIVE_ORGANIZATION: the session has no active organization; MFA_REQUIRED: the organization requires multi-factor sessions; message `Multi-factor authentication required`; INSUFFICIENT_PERMISSIONS: the caller lacks a permission the route needs, or one it tries to grant (a role, an invitation, API-key scopes; `details` name them); STEP_UP_REQUIRED: a sensitive action: the session has not proved every factor of its account within STEP_UP_MAX_AGE; message `Recent authentication required`; `POST /api/session/step-up` renews it (and NOT_OWNER where the route says so) */
+                403: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description NOT_FOUND: an unknown id, and also an id of another organization (never revealing that it exists) */
+                404: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description DOMAIN_NOT_VERIFIED: no TXT record holds the value yet, or the lookup failed (the message says which); DOMAIN_TAKEN: an SSO domain another organization has verified */
+                409: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
+                413: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
+                429: {
+                    headers: {
+                        /** @description Requests allowed in the window */
+                        "X-RateLimit-Limit"?: string;
+                        /** @description Requests left in the window (0) */
+                        "X-RateLimit-Remaining"?: string;
+                        /** @description Unix seconds when the window or block ends */
+                        "X-RateLimit-Reset"?: string;
+                        /** @description Seconds to wait */
+                        "Retry-After"?: string;
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
+                500: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
+                503: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/sso/domains/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Give up a domain claim; its people no longer sign in through the SSO connections */
+        delete: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The claim is gone */
+                200: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** Format: uuid */
+                            id: string;
+                            /** @enum {boolean} */
+                            deleted: true;
+                        };
+                    };
+                };
+                /** @description VALIDATION_ERROR: a body sent as JSON that is malformed, not UTF-8, nested deeper than 32 levels or holding a NUL character; wrong types, unknown fields, a path id that is not a UUID v4, a bad query parameter (`details` name them) */
+                400: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description UNAUTHORIZED: no valid session */
+                401: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description FORBIDDEN: an API key; a cookie-bearing state change from an origin other than the app's; ACCOUNT_SCHEDULED_FOR_DELETION: the account is scheduled for deletion and the route is not on the allowlist; NO_ACTIVE_ORGANIZATION: the session has no active organization; MFA_REQUIRED: the organization requires multi-factor sessions; message `Multi-factor authentication required`; INSUFFICIENT_PERMISSIONS: the caller lacks a permission the route needs, or one it tries to grant (a role, an invitation, API-key scopes; `details` name them); STEP_UP_REQUIRED: a sensitive action: the session has not proved every factor of its account within STEP_UP_MAX_AGE; message `Recent authentication required`; `POST /api/session/step-up` renews it (and NOT_OWNER where the route says so) */
+                403: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description NOT_FOUND: an unknown id, and also an id of another organization (never revealing that it exists) */
+                404: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; DOMAIN_TAKEN: an SSO domain another organization has verified; DOMAIN_NOT_VERIFIED: no TXT record at the domain's `txtName` holds its `txtValue` (yet); QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
+                409: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
+                413: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
+                429: {
+                    headers: {
+                        /** @description Requests allowed in the window */
+                        "X-RateLimit-Limit"?: string;
+                        /** @description Requests left in the window (0) */
+                        "X-RateLimit-Remaining"?: string;
+                        /** @description Unix seconds when the window or block ends */
+                        "X-RateLimit-Reset"?: string;
+                        /** @description Seconds to wait */
+                        "Retry-After"?: string;
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
+                500: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
+                503: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
         options?: never;
         head?: never;
         patch?: never;
@@ -4760,7 +5905,7 @@ export interface paths {
                         "application/json": components["schemas"]["AuthAnswer"];
                     };
                 };
-                /** @description Redirects to the callback URL the flow named, or to the error page */
+                /** @description Redirects to the callback URL the flow named; a refusal adds `?error=<code>` */
                 302: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -4881,7 +6026,7 @@ export interface paths {
                         "application/json": components["schemas"]["AuthAnswer"];
                     };
                 };
-                /** @description Redirects to the callback URL the flow named, or to the error page */
+                /** @description Redirects to the callback URL the flow named; a refusal adds `?error=<code>` */
                 302: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -5159,7 +6304,7 @@ export interface paths {
                         "application/json": components["schemas"]["AuthAnswer"];
                     };
                 };
-                /** @description Redirects to the callback URL the flow named, or to the error page */
+                /** @description Redirects to the callback URL the flow named; a refusal adds `?error=<code>` */
                 302: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -5292,7 +6437,7 @@ export interface paths {
                         "application/json": components["schemas"]["AuthAnswer"];
                     };
                 };
-                /** @description Redirects to the callback URL the flow named, or to the error page */
+                /** @description Redirects to the callback URL the flow named; a refusal adds `?error=<code>` */
                 302: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -5859,7 +7004,7 @@ export interface paths {
                         "application/json": components["schemas"]["AuthAnswer"];
                     };
                 };
-                /** @description Redirects to the callback URL the flow named, or to the error page */
+                /** @description Redirects to the callback URL the flow named; a refusal adds `?error=<code>` */
                 302: {
                     headers: {
                         "X-Request-Id": components["headers"]["XRequestId"];
@@ -6213,6 +7358,445 @@ export interface paths {
         };
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/auth/sign-in/sso": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Start a single sign-on: the organization's identity provider URL */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        email?: string;
+                        organizationSlug?: string;
+                        callbackURL: string;
+                        errorCallbackURL?: string;
+                    };
+                };
+            };
+            responses: {
+                /** @description The identity provider's sign-in URL: the browser goes there, and comes back to the callback */
+                200: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            url: string;
+                        };
+                    };
+                };
+                /** @description VALIDATION_ERROR: a body sent as JSON that is malformed, not UTF-8, nested deeper than 32 levels or holding a NUL character; a body or query the route's schema refuses (`details` name the fields, e.g. `body.email`); or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
+                400: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description UNAUTHORIZED; or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
+                401: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description FORBIDDEN: a state change carrying a Cookie header from an origin other than the app's; or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
+                403: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description NOT_FOUND: what the call names does not exist; or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
+                404: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
+                413: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description UNSUPPORTED_MEDIA_TYPE: a body that is not JSON on a JSON route */
+                415: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
+                429: {
+                    headers: {
+                        /** @description Requests allowed in the window */
+                        "X-RateLimit-Limit"?: string;
+                        /** @description Requests left in the window (0) */
+                        "X-RateLimit-Remaining"?: string;
+                        /** @description Unix seconds when the window or block ends */
+                        "X-RateLimit-Reset"?: string;
+                        /** @description Seconds to wait */
+                        "Retry-After"?: string;
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
+                500: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
+                503: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/auth/sso/callback/{connectionId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** An OIDC identity provider's redirect back (completes the single sign-on) */
+        get: {
+            parameters: {
+                query?: {
+                    code?: string;
+                    state?: string;
+                    error?: string;
+                };
+                header?: never;
+                path: {
+                    connectionId: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The auth library's answer: a JSON object (session tokens removed) */
+                200: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["AuthAnswer"];
+                    };
+                };
+                /** @description Redirects to the callback URL the flow named; a refusal adds `?error=<code>` */
+                302: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description VALIDATION_ERROR: a body sent as JSON that is malformed, not UTF-8, nested deeper than 32 levels or holding a NUL character; a body or query the route's schema refuses (`details` name the fields, e.g. `body.email`); or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
+                400: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description UNAUTHORIZED; or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
+                401: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description FORBIDDEN; or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
+                403: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description NOT_FOUND: what the call names does not exist; or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
+                404: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
+                413: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
+                429: {
+                    headers: {
+                        /** @description Requests allowed in the window */
+                        "X-RateLimit-Limit"?: string;
+                        /** @description Requests left in the window (0) */
+                        "X-RateLimit-Remaining"?: string;
+                        /** @description Unix seconds when the window or block ends */
+                        "X-RateLimit-Reset"?: string;
+                        /** @description Seconds to wait */
+                        "Retry-After"?: string;
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
+                500: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
+                503: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/auth/sso/saml2/callback/{connectionId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** A SAML identity provider's form post (completes the single sign-on) */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    connectionId: string;
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/x-www-form-urlencoded": {
+                        SAMLResponse?: string;
+                        RelayState?: string;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            responses: {
+                /** @description The auth library's answer: a JSON object (session tokens removed) */
+                200: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["AuthAnswer"];
+                    };
+                };
+                /** @description Redirects to the callback URL the flow named; a refusal adds `?error=<code>` */
+                302: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description VALIDATION_ERROR: a body sent as JSON that is malformed, not UTF-8, nested deeper than 32 levels or holding a NUL character; a body or query the route's schema refuses (`details` name the fields, e.g. `body.email`); or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
+                400: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description UNAUTHORIZED; or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
+                401: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description FORBIDDEN: a state change carrying a Cookie header from an origin other than the app's; or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
+                403: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description NOT_FOUND: what the call names does not exist; or the auth library's own refusal, in the same shape with the library's code (e.g. INVALID_EMAIL_OR_PASSWORD, EMAIL_NOT_VERIFIED, INVALID_TOKEN) */
+                404: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
+                413: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description UNSUPPORTED_MEDIA_TYPE: a body that is not JSON on a JSON route */
+                415: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
+                429: {
+                    headers: {
+                        /** @description Requests allowed in the window */
+                        "X-RateLimit-Limit"?: string;
+                        /** @description Requests left in the window (0) */
+                        "X-RateLimit-Remaining"?: string;
+                        /** @description Unix seconds when the window or block ends */
+                        "X-RateLimit-Reset"?: string;
+                        /** @description Seconds to wait */
+                        "Retry-After"?: string;
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
+                500: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
+                503: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
         delete?: never;
         options?: never;
         head?: never;
@@ -13050,9 +14634,11 @@ export interface components {
         };
         OrganizationSecurity: {
             requireMfa: boolean;
+            requireSso: boolean;
         };
         OrganizationSecurityUpdate: {
-            requireMfa: boolean;
+            requireMfa?: boolean;
+            requireSso?: boolean;
         };
         CreatedWebhook: {
             /** Format: uuid */
@@ -13121,6 +14707,173 @@ export interface components {
             nextAttemptAt: string | null;
             /** Format: date-time */
             createdAt: string;
+        };
+        SsoConnection: {
+            /** @enum {string} */
+            type: "oidc";
+            /** Format: uuid */
+            id: string;
+            name: string;
+            enabled: boolean;
+            /** Format: uuid */
+            defaultRoleId: string | null;
+            roleMappings: {
+                claim: string;
+                value: string;
+                /** Format: uuid */
+                roleId: string;
+            }[];
+            mfaAtIdp: boolean;
+            /** Format: date-time */
+            createdAt: string;
+            /** Format: date-time */
+            updatedAt: string;
+            issuer: string;
+            clientId: string;
+            scopes: string[];
+            sp: {
+                /** @description The IdP's redirect URI for this connection */
+                redirectUri: string;
+            };
+        } | {
+            /** @enum {string} */
+            type: "saml";
+            /** Format: uuid */
+            id: string;
+            name: string;
+            enabled: boolean;
+            /** Format: uuid */
+            defaultRoleId: string | null;
+            roleMappings: {
+                claim: string;
+                value: string;
+                /** Format: uuid */
+                roleId: string;
+            }[];
+            mfaAtIdp: boolean;
+            /** Format: date-time */
+            createdAt: string;
+            /** Format: date-time */
+            updatedAt: string;
+            idpEntityId: string;
+            entryPoint: string;
+            allowIdpInitiated: boolean;
+            sp: {
+                /** @description Our entity id: the metadata URL */
+                entityId: string;
+                /** @description Where the IdP posts its response */
+                acsUrl: string;
+                /** @description Our metadata, for the IdP's import */
+                metadataUrl: string;
+            };
+        };
+        /** @description OIDC: `issuer`, `clientId`, `clientSecret`, optional `scopes`. SAML: `metadataXml`, or `entryPoint`, `idpEntityId` and `idpCertificate`; optional `allowIdpInitiated`. Either: `defaultRoleId`, `roleMappings`, `mfaAtIdp`. */
+        CreateSsoConnection: {
+            /** @enum {string} */
+            type: "oidc" | "saml";
+            name: string;
+            /**
+             * Format: uri
+             * @description OIDC: the issuer; its discovery document must name exactly this issuer
+             */
+            issuer?: string;
+            /** @description OIDC */
+            clientId?: string;
+            /** @description OIDC; kept sealed, never returned */
+            clientSecret?: string;
+            /** @description OIDC; default ["openid", "email", "profile"] */
+            scopes?: string[];
+            /** @description SAML: the IdP's metadata (instead of the next three) */
+            metadataXml?: string;
+            /**
+             * Format: uri
+             * @description SAML: the IdP's HTTP-Redirect sign-in URL
+             */
+            entryPoint?: string;
+            /** @description SAML: the IdP's entity id */
+            idpEntityId?: string;
+            /** @description SAML: the IdP's signing certificate, PEM or base64 DER */
+            idpCertificate?: string;
+            /** @description SAML: accept responses no sign-in of ours asked for */
+            allowIdpInitiated?: boolean;
+            /**
+             * Format: uuid
+             * @description The role people join with; null: Member
+             */
+            defaultRoleId?: string | null;
+            /** @description Tried in order at each sign-in; the first whose claim equals (or, a list, contains) value wins */
+            roleMappings?: components["schemas"]["SsoRoleMapping"][];
+            /** @description The IdP asks for a second factor: the connection's sessions are multi-factor */
+            mfaAtIdp?: boolean;
+        };
+        SsoRoleMapping: {
+            claim: string;
+            value: string;
+            /** Format: uuid */
+            roleId: string;
+        };
+        UpdateSsoConnection: {
+            /**
+             * @description The type it has: a connection never changes type
+             * @enum {string}
+             */
+            type?: "oidc" | "saml";
+            /** @description false ends every session the connection created */
+            enabled?: boolean;
+            name?: string;
+            /**
+             * Format: uri
+             * @description OIDC: the issuer; its discovery document must name exactly this issuer
+             */
+            issuer?: string;
+            /** @description OIDC */
+            clientId?: string;
+            /** @description OIDC; kept sealed, never returned */
+            clientSecret?: string;
+            /** @description OIDC; default ["openid", "email", "profile"] */
+            scopes?: string[];
+            /** @description SAML: the IdP's metadata (instead of the next three) */
+            metadataXml?: string;
+            /**
+             * Format: uri
+             * @description SAML: the IdP's HTTP-Redirect sign-in URL
+             */
+            entryPoint?: string;
+            /** @description SAML: the IdP's entity id */
+            idpEntityId?: string;
+            /** @description SAML: the IdP's signing certificate, PEM or base64 DER */
+            idpCertificate?: string;
+            /** @description SAML: accept responses no sign-in of ours asked for */
+            allowIdpInitiated?: boolean;
+            /**
+             * Format: uuid
+             * @description The role people join with; null: Member
+             */
+            defaultRoleId?: string | null;
+            /** @description Tried in order at each sign-in; the first whose claim equals (or, a list, contains) value wins */
+            roleMappings?: components["schemas"]["SsoRoleMapping"][];
+            /** @description The IdP asks for a second factor: the connection's sessions are multi-factor */
+            mfaAtIdp?: boolean;
+        };
+        SsoDomain: {
+            /** Format: uuid */
+            id: string;
+            /** @description Lower case, an internationalized name in punycode */
+            domain: string;
+            /** @enum {string} */
+            status: "pending" | "verified";
+            /** @description Where the TXT record goes: `_gatehouse-challenge.<domain>` */
+            txtName: string;
+            /** @description What the TXT record holds, exactly */
+            txtValue: string;
+            /** Format: date-time */
+            verifiedAt: string | null;
+            /** Format: date-time */
+            createdAt: string;
+        };
+        AddSsoDomain: {
+            /** @description An email domain, e.g. `example.com` */
+            domain: string;
         };
         Profile: {
             /** Format: uuid */

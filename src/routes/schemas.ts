@@ -131,3 +131,105 @@ export const WEBHOOK_ACCESS = {
   write: access.tenant(['organizations:write'], { apiKeys: true }),
   writeSecret: access.tenant(['organizations:write'], { apiKeys: false }),
 };
+
+/**
+ * Who reaches the single sign-on routes (routes/sso-connections.ts,
+ * routes/sso-domains.ts): reading needs organizations:read; a change adds or
+ * removes a way to sign in to the organization, so it needs
+ * organizations:write and a fresh session (docs/security.md "Sensitive
+ * actions and step-up"). Never an API key, not even to read.
+ */
+export const SSO_ACCESS = {
+  read: access.tenant(['organizations:read'], { apiKeys: false }),
+  write: access.tenant(['organizations:write'], { apiKeys: false, sensitive: true }),
+};
+
+const SsoUrl = (what: string) => z.string().min(1).max(2048).describe(what).openapi({ format: 'uri' });
+/** RFC 6749 §3.3 scope-token. */
+const ScopeToken = z.string().regex(/^[\x21\x23-\x5b\x5d-\x7e]{1,128}$/, 'must be an OAuth scope token');
+
+/** The fields of a connection's configuration, each optional: POST requires its type's, PATCH takes any. */
+export const SSO_FIELDS = {
+  name: z.string().min(1).max(100),
+  issuer: SsoUrl('OIDC: the issuer; its discovery document must name exactly this issuer'),
+  clientId: z.string().min(1).max(256).describe('OIDC'),
+  clientSecret: z.string().min(1).max(1024).describe('OIDC; kept sealed, never returned'),
+  scopes: uniqueArray(ScopeToken, { min: 1, max: 20, what: 'scope' })
+    .refine((scopes) => scopes.includes('openid'), { message: 'must include openid' })
+    .describe('OIDC; default ["openid", "email", "profile"]'),
+  metadataXml: z.string().min(1).max(262_144).describe("SAML: the IdP's metadata (instead of the next three)"),
+  entryPoint: SsoUrl("SAML: the IdP's HTTP-Redirect sign-in URL"),
+  idpEntityId: z.string().min(1).max(1024).describe("SAML: the IdP's entity id"),
+  idpCertificate: z.string().min(1).max(16_384).describe("SAML: the IdP's signing certificate, PEM or base64 DER"),
+  allowIdpInitiated: z.boolean().describe('SAML: accept responses no sign-in of ours asked for'),
+  defaultRoleId: uuidV4().nullable().describe('The role people join with; null: Member'),
+  roleMappings: z
+    .array(
+      z
+        .object({ claim: z.string().min(1).max(256), value: z.string().min(1).max(1024), roleId: uuidV4() })
+        .strict()
+        .openapi('SsoRoleMapping'),
+    )
+    .max(50)
+    .describe('Tried in order at each sign-in; the first whose claim equals (or, a list, contains) value wins'),
+  mfaAtIdp: z.boolean().describe("The IdP asks for a second factor: the connection's sessions are multi-factor"),
+};
+
+/**
+ * One object for both types (the security walks read a body's properties).
+ * The refinement requires each type's settings; the other type's are refused
+ * where settings are read (sso/connection-settings.ts), for PATCH too.
+ */
+export const CreateSsoConnectionSchema = z
+  .object({
+    type: z.enum(['oidc', 'saml']),
+    name: SSO_FIELDS.name,
+    ...z.object(SSO_FIELDS).omit({ name: true }).partial().shape,
+  })
+  .strict()
+  .superRefine((body, ctx) => {
+    const [required, message] =
+      body.type === 'oidc'
+        ? [['issuer', 'clientId', 'clientSecret'] as const, 'required for an OIDC connection']
+        : [
+            body.metadataXml === undefined ? (['entryPoint', 'idpEntityId', 'idpCertificate'] as const) : [],
+            'required without metadataXml',
+          ];
+    for (const field of required)
+      if (body[field] === undefined) ctx.addIssue({ code: 'custom', path: [field], message });
+  })
+  .openapi('CreateSsoConnection', {
+    description:
+      'OIDC: `issuer`, `clientId`, `clientSecret`, optional `scopes`. SAML: `metadataXml`, or `entryPoint`, ' +
+      '`idpEntityId` and `idpCertificate`; optional `allowIdpInitiated`. Either: `defaultRoleId`, `roleMappings`, `mfaAtIdp`.',
+  });
+
+const SsoConnectionBase = {
+  id: z.uuid(),
+  name: z.string(),
+  enabled: z.boolean(),
+  defaultRoleId: z.uuid().nullable(),
+  roleMappings: z.array(z.object({ claim: z.string(), value: z.string(), roleId: z.uuid() })),
+  mfaAtIdp: z.boolean(),
+  createdAt: z.iso.datetime(),
+  updatedAt: z.iso.datetime(),
+};
+
+export const SsoConnectionSchema = z
+  .discriminatedUnion('type', [
+    z.object({ type: z.literal('oidc'), ...SsoConnectionBase, issuer: z.string(), clientId: z.string() }).extend({
+      scopes: z.array(z.string()),
+      sp: z.object({ redirectUri: z.string().describe("The IdP's redirect URI for this connection") }),
+    }),
+    z
+      .object({ type: z.literal('saml'), ...SsoConnectionBase, idpEntityId: z.string(), entryPoint: z.string() })
+      .extend({
+        allowIdpInitiated: z.boolean(),
+        sp: z.object({
+          entityId: z.string().describe('Our entity id: the metadata URL'),
+          acsUrl: z.string().describe('Where the IdP posts its response'),
+          metadataUrl: z.string().describe("Our metadata, for the IdP's import"),
+        }),
+      }),
+  ])
+  .openapi('SsoConnection');

@@ -96,6 +96,27 @@ const BUILDERS: Record<string, (a: Fixture, caller: { id: string; email: string 
   'POST /api/webhooks/{id}/rotate-secret': (a) => ({ path: `/api/webhooks/${a.webhookId}/rotate-secret` }),
   'POST /api/webhooks/{id}/test': (a) => ({ path: `/api/webhooks/${a.webhookId}/test` }),
   'GET /api/webhooks/{id}/deliveries': (a) => ({ path: `/api/webhooks/${a.webhookId}/deliveries` }),
+  // The fixture holds no SSO connection or domain: random ids (the SSO suites name another organization's).
+  'GET /api/sso/connections': () => ({ path: '/api/sso/connections' }),
+  'POST /api/sso/connections': () => ({
+    path: '/api/sso/connections',
+    body: {
+      type: 'saml',
+      name: 'Matrix',
+      entryPoint: 'https://idp.example.com/sso',
+      idpEntityId: 'https://idp.example.com',
+      idpCertificate: 'not checked: refused before',
+    },
+  }),
+  'PATCH /api/sso/connections/{id}': () => ({
+    path: `/api/sso/connections/${crypto.randomUUID()}`,
+    body: { name: 'matrix' },
+  }),
+  'DELETE /api/sso/connections/{id}': () => ({ path: `/api/sso/connections/${crypto.randomUUID()}` }),
+  'GET /api/sso/domains': () => ({ path: '/api/sso/domains' }),
+  'POST /api/sso/domains': () => ({ path: '/api/sso/domains', body: { domain: 'matrix.example.com' } }),
+  'POST /api/sso/domains/{id}/verify': () => ({ path: `/api/sso/domains/${crypto.randomUUID()}/verify` }),
+  'DELETE /api/sso/domains/{id}': () => ({ path: `/api/sso/domains/${crypto.randomUUID()}` }),
   'GET /api/admin/users': () => ({ path: '/api/admin/users' }),
   'PATCH /api/admin/users/{id}/role': (a) => ({
     path: `/api/admin/users/${a.member.id}/role`,
@@ -290,7 +311,13 @@ describe('authorization matrix', () => {
         .map((op) => op.key)
         .sort(),
     ).toEqual(
-      ['GET /api/auth/providers', 'GET /api/health', 'GET /api/session', 'POST /api/cron/purge-accounts'].sort(),
+      [
+        'GET /api/auth/providers',
+        'GET /api/health',
+        'GET /api/session',
+        'POST /api/cron/purge-accounts',
+        'GET /api/sso/connections/{id}/saml-metadata',
+      ].sort(),
     );
     const libraryOpen = LIBRARY_ROUTES.filter((route) => route.access.kind !== 'session').map(
       (route) => `${route.method} /api/auth${route.path.replace(/:(\w+)/g, '{$1}')}`,
