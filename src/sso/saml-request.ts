@@ -5,13 +5,14 @@
  * trust, and the response is bound to it by InResponseTo), the flow's state
  * as RelayState.
  */
+import { SsoFlowError } from './errors.js';
 import { idpEntity, type SamlIdp, type SamlSp, spEntity } from './saml-entities.js';
 
 export function authnRequestUrl({ sp, idp, relayState }: { sp: SamlSp; idp: SamlIdp; relayState: string }): {
   url: string;
   requestId: string;
 } {
-  if (!idp.entryPoint) throw new Error('authnRequestUrl: the IdP has no entry point');
+  if (!idp.entryPoint) throw new SsoFlowError('invalid_request', 'The SAML connection has no sign-in URL');
   const { id, context } = spEntity(sp).createLoginRequest(idpEntity(idp), 'redirect', { relayState });
   return { url: context, requestId: id };
 }

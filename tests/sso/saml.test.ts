@@ -16,6 +16,7 @@ import {
   type RespondOptions,
   readAuthnRequest,
   type SigningKey,
+  startSamlIdpServer,
   type TestSamlIdp,
 } from '../support/saml-idp.js';
 
@@ -412,5 +413,56 @@ describe('validateSamlResponse', () => {
         /no certificate/,
       );
     });
+  });
+});
+
+describe('the test IdP over HTTP (for browser tests)', () => {
+  const field = (page: string, name: string) =>
+    new RegExp(`name="${name}" value="([^"]*)"`).exec(page)?.[1]?.replaceAll('&amp;', '&').replaceAll('&quot;', '"');
+
+  it('shows a login form for our AuthnRequest and posts the signed response back to the ACS', async () => {
+    const server = await startSamlIdpServer();
+    try {
+      const metadata = await (await fetch(`${server.origin}/metadata`)).text();
+      const idp = parseIdpMetadata(metadata);
+      expect(idp).toEqual({
+        entityId: server.entityId,
+        entryPoint: `${server.origin}/sso`,
+        certificates: [server.certificate],
+      });
+      const { url, requestId } = authnRequestUrl({ sp, idp, relayState: 'state-42' });
+
+      const login = await (await fetch(url)).text();
+      expect(login).toMatch(/<input type="email" name="email"/);
+      expect(server.requests).toEqual([requestId]);
+
+      server.loginOptions = { attributes: { groups: ['engineering'] } };
+      const form = new URLSearchParams({
+        SAMLRequest: field(login, 'SAMLRequest')!,
+        RelayState: field(login, 'RelayState')!,
+        email: 'lin@acme.example',
+      });
+      const posted = await (await fetch(`${server.origin}/sso`, { method: 'POST', body: form })).text();
+      expect(posted).toContain(`action="${sp.acsUrl}"`);
+      expect(posted).toContain('document.forms[0].submit()');
+      expect(field(posted, 'RelayState')).toBe('state-42');
+      const result = await validateSamlResponse({
+        samlResponse: field(posted, 'SAMLResponse')!,
+        sp,
+        idp,
+        expectedRequestId: requestId,
+        now: new Date(),
+      });
+      expect(result).toMatchObject({ email: 'lin@acme.example', attributes: { groups: ['engineering'] } });
+
+      const unsolicited = await (
+        await fetch(server.idpInitiatedUrl({ acsUrl: sp.acsUrl, spEntityId: sp.entityId, email: 'lin@acme.example' }))
+      ).text();
+      expect(field(unsolicited, 'RelayState')).toBeUndefined();
+      const initiated = { samlResponse: field(unsolicited, 'SAMLResponse')!, sp, idp, now: new Date() };
+      expect((await validateSamlResponse({ ...initiated, expectedRequestId: null })).email).toBe('lin@acme.example');
+    } finally {
+      await server.close();
+    }
   });
 });

@@ -4,6 +4,8 @@
  * AuthnRequests with signed responses, and the forgeries a service provider
  * must refuse, built from the same genuine responses.
  */
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { inflateRawSync } from 'node:zlib';
 import * as x509 from '@peculiar/x509';
 import { DOMParser, XMLSerializer } from '@xmldom/xmldom';
@@ -373,5 +375,111 @@ export async function createSamlIdp({
     certificate: key.certificate,
     key,
     respond,
+  };
+}
+
+export interface SamlIdpServer extends TestSamlIdp {
+  /** http://127.0.0.1:<port> */
+  origin: string;
+  /** What every sign-in through the login form adds to the response (attributes, NameID, attacks...). */
+  loginOptions: Partial<RespondOptions>;
+  /** The AuthnRequest IDs the login form was shown for, in order. */
+  requests: string[];
+  /** An IdP-initiated sign-in: GET it to be posted to `acsUrl` as `email` (no InResponseTo). */
+  idpInitiatedUrl(options: { acsUrl: string; spEntityId: string; email: string; relayState?: string }): string;
+  close(): Promise<void>;
+}
+
+const html = (title: string, body: string) =>
+  `<!doctype html><html><head><meta charset="utf-8"><title>${xmlEscape(title)}</title></head><body>${body}</body></html>`;
+const hidden = (name: string, value: string | null) =>
+  value === null ? '' : `<input type="hidden" name="${name}" value="${xmlEscape(value)}">`;
+
+/** The HTTP-POST binding: a page that posts the response to the ACS by itself. */
+function autoPost(acsUrl: string, samlResponse: string, relayState: string | null): string {
+  return html(
+    'Signing in',
+    `<form method="post" action="${xmlEscape(acsUrl)}">${hidden('SAMLResponse', samlResponse)}${hidden('RelayState', relayState)}<noscript><button type="submit">Continue</button></noscript></form><script>document.forms[0].submit()</script>`,
+  );
+}
+
+async function formBody(request: IncomingMessage): Promise<URLSearchParams> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of request) chunks.push(chunk as Buffer);
+  return new URLSearchParams(Buffer.concat(chunks).toString('utf8'));
+}
+
+/**
+ * createSamlIdp() behind a login page on loopback, for browser tests:
+ * `GET /sso?SAMLRequest=…&RelayState=…` shows a form with an email field;
+ * posting it answers a page that posts the SAMLResponse and RelayState to
+ * the AuthnRequest's ACS URL. `GET /metadata` serves the metadata;
+ * `GET /idp-initiated?acs&sp&email[&RelayState]` posts an unsolicited response.
+ */
+export async function startSamlIdpServer({ entityId }: { entityId?: string } = {}): Promise<SamlIdpServer> {
+  let idp: TestSamlIdp | undefined;
+  const state = { loginOptions: {} as Partial<RespondOptions>, requests: [] as string[] };
+  const send = (response: ServerResponse, status: number, type: string, body: string) => {
+    response.writeHead(status, { 'content-type': `${type}; charset=utf-8`, 'cache-control': 'no-store' });
+    response.end(body);
+  };
+  const handle = async (request: IncomingMessage, response: ServerResponse) => {
+    const url = new URL(request.url ?? '/', 'http://127.0.0.1');
+    if (!idp) return send(response, 503, 'text/plain', 'starting');
+    if (request.method === 'GET' && url.pathname === '/metadata') {
+      return send(response, 200, 'application/samlmetadata+xml', idp.metadataXml);
+    }
+    if (request.method === 'GET' && url.pathname === '/sso') {
+      const { id } = readAuthnRequest(url.href);
+      state.requests.push(id);
+      const form = `<h1>Test IdP</h1><form method="post" action="/sso">${hidden('SAMLRequest', url.searchParams.get('SAMLRequest'))}${hidden('RelayState', url.searchParams.get('RelayState'))}<label>Email <input type="email" name="email" required autofocus></label><button type="submit">Sign in</button></form>`;
+      return send(response, 200, 'text/html', html('Test IdP sign-in', form));
+    }
+    if (request.method === 'POST' && url.pathname === '/sso') {
+      const form = await formBody(request);
+      const requestUrl = `${idp.ssoUrl}?${new URLSearchParams({ SAMLRequest: form.get('SAMLRequest') ?? '' })}`;
+      const { acsUrl } = readAuthnRequest(requestUrl);
+      const email = form.get('email') ?? '';
+      const samlResponse = await idp.respond({ email, ...state.loginOptions, authnRequestUrl: requestUrl });
+      return send(
+        response,
+        200,
+        'text/html',
+        autoPost(state.loginOptions.acsUrl ?? acsUrl!, samlResponse, form.get('RelayState')),
+      );
+    }
+    if (request.method === 'GET' && url.pathname === '/idp-initiated') {
+      const acsUrl = url.searchParams.get('acs') ?? '';
+      const spEntityId = url.searchParams.get('sp') ?? '';
+      const email = url.searchParams.get('email') ?? '';
+      const samlResponse = await idp.respond({ email, ...state.loginOptions, acsUrl, spEntityId, requestId: null });
+      return send(response, 200, 'text/html', autoPost(acsUrl, samlResponse, url.searchParams.get('RelayState')));
+    }
+    send(response, 404, 'text/plain', 'not found');
+  };
+  const server = createServer((request, response) => {
+    handle(request, response).catch((error: unknown) => send(response, 500, 'text/plain', String(error)));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  idp = await createSamlIdp({ ...(entityId ? { entityId } : {}), ssoUrl: `${origin}/sso` });
+  const created = idp;
+  return {
+    ...created,
+    origin,
+    get loginOptions() {
+      return state.loginOptions;
+    },
+    set loginOptions(value) {
+      state.loginOptions = value;
+    },
+    requests: state.requests,
+    idpInitiatedUrl: ({ acsUrl, spEntityId, email, relayState }) =>
+      `${origin}/idp-initiated?${new URLSearchParams({ acs: acsUrl, sp: spEntityId, email, ...(relayState ? { RelayState: relayState } : {}) })}`,
+    close: () =>
+      new Promise<void>((resolve, reject) => {
+        server.closeAllConnections();
+        server.close((error) => (error ? reject(error) : resolve()));
+      }),
   };
 }
