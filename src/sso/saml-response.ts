@@ -53,7 +53,11 @@ function decode(samlResponse: unknown): string {
   }
 }
 
-/** Comments and processing instructions are outside what c14n signs: none is accepted anywhere. */
+/**
+ * Comments and processing instructions are outside what c14n signs: none is
+ * accepted inside the Response (before it, xmldom shows the XML declaration
+ * as one; nothing there is read).
+ */
 function refuseHiddenNodes(node: Node): void {
   for (let child = node.firstChild; child; child = child.nextSibling) {
     if (child.nodeType === 7 || child.nodeType === 8) throw invalid('comments and processing instructions are refused');
@@ -137,7 +141,7 @@ export async function validateSamlResponse(input: ValidateSamlResponseInput): Pr
   const doc = parseStrictXml(xml, invalid);
   const { response, assertion } = structure(doc);
   checkStatus(response);
-  refuseHiddenNodes(doc);
+  refuseHiddenNodes(response);
   refuseDuplicateIds(doc);
 
   const responseSignature = childElements(response, NS.dsig, 'Signature');

@@ -244,6 +244,12 @@ describe('validateSamlResponse', () => {
       expect((await validate(await respond({ sign: 'both' }))).email).toBe('ada@acme.example');
     });
 
+    it('with an XML declaration, as most IdPs send it', async () => {
+      const xml = Buffer.from(await respond({ sign: 'both' }), 'base64').toString('utf8');
+      const declared = Buffer.from(`<?xml version="1.0" encoding="UTF-8"?>\n${xml}`).toString('base64');
+      expect((await validate(declared)).email).toBe('ada@acme.example');
+    });
+
     it('RSA-SHA512', async () => {
       expect((await validate(await respond({ signatureAlgorithm: 'rsa-sha512' }))).email).toBe('ada@acme.example');
     });
