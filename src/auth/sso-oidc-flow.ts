@@ -1,6 +1,7 @@
 import type { SsoConnection, SsoFlow } from '../db/queries/sso-flows.js';
 import { SsoFlowError } from '../sso/errors.js';
 import { authorizationUrl, completeOidc, newPkce, type OidcProviderMetadata, randomToken } from '../sso/oidc.js';
+import { safeEqual } from './api-key-material.js';
 import type { SsoContext } from './sso-context.js';
 import type { SsoIdentity } from './sso-provision.js';
 
@@ -41,9 +42,12 @@ export async function completeOidcFlow(
   sso: SsoContext,
   connection: SsoConnection,
   flow: SsoFlow | null,
-  query: Record<string, string | undefined>,
+  /** The callback's query, and the state this browser's cookie says it started (src/auth/sso-plugin.ts). */
+  query: Record<string, string | undefined> & { startedState?: string },
 ): Promise<SsoIdentity> {
-  if (!flow) throw new SsoFlowError('invalid_state', 'The callback carries no state');
+  if (!flow || !query.state) throw new SsoFlowError('invalid_state', 'The callback carries no state');
+  if (!query.startedState || !safeEqual(query.startedState, query.state))
+    throw new SsoFlowError('invalid_state', 'The sign-in was started in another browser');
   // RFC 6749 section 4.1.2.1: the provider refused (the person cancelled, or the client is not allowed).
   if (query.error) throw new SsoFlowError('idp_error', 'The identity provider refused the sign-in');
   if (!query.code || !flow.codeVerifier || !flow.nonce)

@@ -1,10 +1,12 @@
 import type { BetterAuthPlugin, GenericEndpointContext } from 'better-auth';
 import { APIError, createAuthEndpoint } from 'better-auth/api';
+import { expireCookie } from 'better-auth/cookies';
 import { runInTransaction } from '../db/ambient.js';
 import {
   connectionById,
   domainOwner,
   organizationIdBySlug,
+  SSO_FLOW_SECONDS,
   type SsoConnection,
   type SsoFlow,
   signInConnection,
@@ -38,6 +40,15 @@ import { completeSaml, startSaml } from './sso-saml-flow.js';
  *   redirects to the flow's callbackURL; any refusal to its errorCallbackURL
  *   (or APP_URL) with `?error=<code>`, having written nothing.
  */
+
+/**
+ * OIDC: the state also travels in a signed cookie of the browser that
+ * started the sign-in, so a callback URL with someone else's code and state
+ * cannot sign this browser in as them (login CSRF, RFC 6749 section 10.12).
+ * SAML's response comes as a cross-site POST, which a SameSite=Lax cookie
+ * does not accompany: there the AuthnRequest's ID (InResponseTo) binds it.
+ */
+const STATE_COOKIE = 'sso_state';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
@@ -83,7 +94,12 @@ export function ssoPlugin(deps: SsoDeps) {
       if (!connection) throw new SsoFlowError('invalid_request', 'Unknown connection');
       if (!connection.enabled) throw new SsoFlowError('connection_disabled', 'The connection is disabled');
       const identity = await verify(connection, flow);
-      await signInThrough(ctx, db, { connectionId, identity });
+      await signInThrough(ctx, db, { connectionId, identity }).catch((error: unknown) => {
+        // Two first sign-ins of one person at once: the one that lost the race on a unique key
+        // (users' email, the link, the membership) rolled back; again, it finds what the other wrote.
+        if ((error as { code?: unknown })?.code !== '23505') throw error;
+        return signInThrough(ctx, db, { connectionId, identity });
+      });
     } catch (error) {
       const code =
         error instanceof SsoFlowError ? error.code : error instanceof SsoFetchError ? 'idp_error' : undefined;
@@ -125,12 +141,20 @@ export function ssoPlugin(deps: SsoDeps) {
           ...started.flow,
         };
         await storeSsoFlow(db, state, flow, clock());
+        if (connection.type === 'oidc') {
+          // The callback comes back to this browser as a top-level GET, which carries the cookie (SameSite=Lax).
+          const cookie = ctx.context.createAuthCookie(STATE_COOKIE, { maxAge: SSO_FLOW_SECONDS });
+          await ctx.setSignedCookie(cookie.name, state, ctx.context.secret, cookie.attributes);
+        }
         return ctx.json({ url: started.url });
       }),
       ssoCallback: createAuthEndpoint('/sso/callback/:connectionId', { method: 'GET' }, async (ctx) => {
         const query = (ctx.query ?? {}) as Record<string, string | undefined>;
+        const cookie = ctx.context.createAuthCookie(STATE_COOKIE);
+        const started = await ctx.getSignedCookie(cookie.name, ctx.context.secret);
+        expireCookie(ctx, cookie);
         return complete(ctx, query.state || undefined, (connection, flow) =>
-          completeOidcFlow(sso, connection, flow, query),
+          completeOidcFlow(sso, connection, flow, { ...query, startedState: started || undefined }),
         );
       }),
       ssoSamlCallback: createAuthEndpoint(

@@ -1,3 +1,4 @@
+import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSecretBox } from '../../src/shared/secret-box.js';
 import { createTestApp, TEST_SECRET, type TestApp } from '../support/app.js';
@@ -14,6 +15,9 @@ import {
   uniqueSlug,
 } from '../support/orgs.js';
 import { signedInUser } from '../support/users.js';
+
+/** A jsonb value as the server casts it (a bound string would be stored as a JSON string on PostgreSQL). */
+const json = (value: unknown) => sql`${JSON.stringify(value)}::text::jsonb`;
 
 /**
  * docs/sso.md "Sign-in" over OpenID Connect, end to end: the service's
@@ -62,14 +66,14 @@ describe('single sign-on over OIDC', () => {
           oidc_client_id: clientId,
           oidc_client_secret: await secrets.seal(clientSecret),
           oidc_scopes: ['openid', 'email', 'profile', 'groups'],
-          oidc_metadata: JSON.stringify({
+          oidc_metadata: json({
             issuer: meta.issuer,
             authorization_endpoint: meta.authorization_endpoint,
             token_endpoint: meta.token_endpoint,
             jwks_uri: meta.jwks_uri,
           }),
           mfa_at_idp: options.mfaAtIdp ?? false,
-          role_mappings: JSON.stringify(options.roleMappings ?? []),
+          role_mappings: json(options.roleMappings ?? []),
           default_role_id: options.defaultRoleId ?? null,
         })
         .returning('id')
@@ -208,6 +212,20 @@ describe('single sign-on over OIDC', () => {
     expect((await userRow(existing.email))?.name).toBe('Test User');
     const linkedAudit = await accountAuditRows(t, existing.id, 'user.account_linked');
     expect(linkedAudit.map((row) => row.metadata.providerId)).toEqual([`sso:${connectionId}`]);
+  });
+
+  it('two first sign-ins of one person at once: one account, one membership, two sessions', async () => {
+    const who = person('twice');
+    const flows = [await startAndLogin(who.sub, { email: who.email, callbackURL: '/app' })];
+    flows.push(await startAndLogin(who.sub, { email: who.email, callbackURL: '/app' }));
+    const answers = await Promise.all(flows.map(({ callback, jar }) => call(t, pathOf(callback), { jar })));
+    expect(answers.map((answer) => answer.headers.get('location'))).toEqual(['/app', '/app']);
+    const user = (await userRow(who.email))!;
+    expect(await accountsOf(user.id)).toHaveLength(1);
+    const sessions = await Promise.all(flows.map(({ jar }) => sessionOf(jar)));
+    expect(sessions.map((session) => session?.user.id)).toEqual([user.id, user.id]);
+    const added = (await auditRows(t, org.id, 'member.added')).filter((row) => row.metadata.userId === user.id);
+    expect(added).toHaveLength(1);
   });
 
   it('the authorization URL carries PKCE, nonce, state and the typed address as login_hint; a slug works too', async () => {
@@ -396,46 +414,59 @@ describe('single sign-on over OIDC', () => {
       }
     });
 
+    /** Another jar holding the same cookies: the same browser, coming back again. */
+    function copyOf(jar: CookieJar): CookieJar {
+      const copy = new CookieJar();
+      const headers = new Headers();
+      for (const name of jar.names()) headers.append('set-cookie', `${name}=${jar.get(name)}`);
+      copy.store(new Response(null, { headers }));
+      return copy;
+    }
+    const refusal = (response: Response, jar: CookieJar) => ({
+      response,
+      jar,
+      location: response.headers.get('location') ?? '',
+    });
+
     it('an unknown state, a state used twice, and the state of another connection', async () => {
       const who = person('state');
-      const { callback, jar } = await startAndLogin(who.sub, { email: who.email, callbackURL: '/app' });
-      const forged = new URL(callback);
+      const started = await startAndLogin(who.sub, { email: who.email, callbackURL: '/app' });
+      const browser = copyOf(started.jar);
+      const forged = new URL(started.callback);
       forged.searchParams.set('state', 'x'.repeat(43));
-      const unknown = await call(t, pathOf(forged.href), { jar });
-      await refused(
-        { response: unknown, jar, location: unknown.headers.get('location') ?? '' },
-        'invalid_state',
-        t.config.auth.appUrl,
-      );
+      const unknownJar = copyOf(browser);
+      const unknown = await call(t, pathOf(forged.href), { jar: unknownJar });
+      await refused(refusal(unknown, unknownJar), 'invalid_state', t.config.auth.appUrl);
 
-      const first = await call(t, pathOf(callback), { jar: new CookieJar() });
+      const first = await call(t, pathOf(started.callback), { jar: copyOf(browser) });
       expect(first.headers.get('location')).toBe('/app');
-      const again = new CookieJar();
-      const replay = await call(t, pathOf(callback), { jar: again });
-      await refused(
-        { response: replay, jar: again, location: replay.headers.get('location') ?? '' },
-        'invalid_state',
-        t.config.auth.appUrl,
-      );
+      const again = copyOf(browser);
+      const replay = await call(t, pathOf(started.callback), { jar: again });
+      await refused(refusal(replay, again), 'invalid_state', t.config.auth.appUrl);
 
       // A state started for one connection, brought to another's callback.
       const otherConnection = await insertConnection(org);
-      const started = await startAndLogin(who.sub, {
-        email: who.email,
-        callbackURL: '/app',
-        errorCallbackURL: '/oops',
-      });
-      const moved = new URL(started.callback);
+      const next = await startAndLogin(who.sub, { email: who.email, callbackURL: '/app', errorCallbackURL: '/oops' });
+      const nextBrowser = copyOf(next.jar);
+      const moved = new URL(next.callback);
       moved.pathname = `/api/auth/sso/callback/${otherConnection}`;
-      const wrong = await call(t, pathOf(moved.href), { jar: started.jar });
-      await refused(
-        { response: wrong, jar: started.jar, location: wrong.headers.get('location') ?? '' },
-        'invalid_state',
-        '/oops',
-      );
-      // Consumed by the refusal: not usable at its own connection either.
-      const late = await call(t, pathOf(started.callback), { jar: started.jar });
+      const wrong = await call(t, pathOf(moved.href), { jar: next.jar });
+      await refused(refusal(wrong, next.jar), 'invalid_state', '/oops');
+      // Consumed by the refusal: not usable at its own connection either, even from the browser that started it.
+      const late = await call(t, pathOf(next.callback), { jar: nextBrowser });
       expect(new URL(late.headers.get('location')!, 'http://x').searchParams.get('error')).toBe('invalid_state');
+    });
+
+    it('a callback brought to another browser (login CSRF): refused, and the flow is spent', async () => {
+      const attacker = person('attacker');
+      const started = await startAndLogin(attacker.sub, { email: attacker.email, callbackURL: '/app' });
+      // The victim's browser follows the attacker's callback URL: it did not start this sign-in.
+      const victim = new CookieJar();
+      const lured = await call(t, pathOf(started.callback), { jar: victim });
+      await refused(refusal(lured, victim), 'invalid_state', t.config.auth.appUrl);
+      const own = await call(t, pathOf(started.callback), { jar: started.jar });
+      expect(new URL(own.headers.get('location')!, 'http://x').searchParams.get('error')).toBe('invalid_state');
+      expect(await userRow(attacker.email)).toBeUndefined();
     });
 
     it('a state past its ten minutes', async () => {
@@ -468,9 +499,9 @@ describe('single sign-on over OIDC', () => {
       await refused({ response: denied, jar, location: denied.headers.get('location') ?? '' }, 'idp_error', '/e');
       const again = await startAndLogin(who.sub, { email: who.email, callbackURL: '/app', errorCallbackURL: '/e' });
       const noCode = `/api/auth/sso/callback/${connectionId}?state=${new URL(again.callback).searchParams.get('state')}`;
-      const missing = await call(t, noCode, { jar });
+      const missing = await call(t, noCode, { jar: again.jar });
       await refused(
-        { response: missing, jar, location: missing.headers.get('location') ?? '' },
+        { response: missing, jar: again.jar, location: missing.headers.get('location') ?? '' },
         'invalid_request',
         '/e',
       );

@@ -1,3 +1,4 @@
+import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestApp, type TestApp } from '../support/app.js';
 import { APP_ORIGIN, CookieJar, call, expectError, expectStatus } from '../support/http.js';
@@ -12,6 +13,9 @@ import {
 } from '../support/orgs.js';
 import { createSamlIdp, createSigningKey, type RespondOptions, type TestSamlIdp } from '../support/saml-idp.js';
 import { signedInUser } from '../support/users.js';
+
+/** A jsonb value as the server casts it (a bound string would be stored as a JSON string on PostgreSQL). */
+const json = (value: unknown) => sql`${JSON.stringify(value)}::text::jsonb`;
 
 /**
  * docs/sso.md "Sign-in" over SAML 2.0, end to end: the service's routes, the
@@ -50,7 +54,7 @@ describe('single sign-on over SAML', () => {
           saml_entry_point: idp.ssoUrl,
           saml_certificates: [options.certificate ?? idp.certificate],
           allow_idp_initiated: options.allowIdpInitiated ?? false,
-          role_mappings: JSON.stringify(options.roleMappings ?? []),
+          role_mappings: json(options.roleMappings ?? []),
         })
         .returning('id')
         .executeTakeFirstOrThrow();
