@@ -110,7 +110,11 @@ function checkStatus(response: Element): void {
   if (top === SUCCESS) return;
   const second = (code && childElements(code, NS.protocol, 'StatusCode')[0]?.getAttribute('Value')) ?? '';
   const message = status && textOf(childElements(status, NS.protocol, 'StatusMessage')[0]);
-  const detail = [top || 'no status', second, message?.slice(0, 200)].filter(Boolean).join(', ');
+  // The IdP's words, unsigned: printable ASCII only, bounded, before they reach a log.
+  const detail = [top || 'no status', second, message?.slice(0, 200)]
+    .filter(Boolean)
+    .join(', ')
+    .replace(/[^\x20-\x7e]/g, '?');
   throw new SsoFlowError('idp_error', `The identity provider answered with an error: ${detail}`);
 }
 
@@ -147,7 +151,7 @@ export async function validateSamlResponse(input: ValidateSamlResponseInput): Pr
   const responseSignature = childElements(response, NS.dsig, 'Signature');
   const assertionSignature = childElements(assertion, NS.dsig, 'Signature');
   if (responseSignature.length > 1 || assertionSignature.length > 1) throw invalid('more than one signature');
-  if (responseSignature.length === 0 && assertionSignature.length === 0) throw invalid('neither signed nor valid');
+  if (responseSignature.length === 0 && assertionSignature.length === 0) throw invalid('it is not signed');
   // Each signature present must verify; the values come from the innermost signed copy.
   let signedResponse: Element | undefined;
   let signedAssertion: Element | undefined;
@@ -181,7 +185,9 @@ export async function validateSamlResponse(input: ValidateSamlResponseInput): Pr
   try {
     await spEntity(sp).parseLoginResponse(second, 'post', { body: { SAMLResponse: input.samlResponse } });
   } catch (error) {
-    const code = error instanceof Error ? error.message.split(/[\s:]/)[0] : 'error';
+    // Where our checks pass and samlify's do not, the runtime is the suspect (its X.509 parser): say what it said.
+    const said = error instanceof Error ? error.message : String(error);
+    const code = /^[A-Z][A-Z0-9_]+/.exec(said)?.[0] ?? said.slice(0, 80).replace(/[^\x20-\x7e]/g, '?');
     throw invalid(`samlify refused it (${code})`);
   }
   const { assertionId, nameId, nameIdFormat, email, attributes, notOnOrAfter } = content;

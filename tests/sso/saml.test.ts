@@ -313,7 +313,7 @@ describe('validateSamlResponse', () => {
 
   describe('refuses', () => {
     it('an unsigned response', async () => {
-      await refusedWith(validate(await respond({ sign: 'none' })), 'invalid_response', /neither signed/);
+      await refusedWith(validate(await respond({ sign: 'none' })), 'invalid_response', /not signed/);
     });
 
     it('a response signed by another key, even one it carries in KeyInfo', async () => {
@@ -398,6 +398,17 @@ describe('validateSamlResponse', () => {
       await refusedWith(validate(unsolicited), 'idp_initiated_refused', /unsolicited/);
       // IdP-initiated allowed: an InResponseTo is then an answer to a request this sign-in did not send.
       await refusedWith(validate(await respond(), { expectedRequestId: null }), 'invalid_response', /did not send/);
+    });
+
+    it("what samlify's second lock refuses: its clock is the real one", async () => {
+      // Expired by the real clock, valid by the injected one: only samlify (Date.now()) can refuse it.
+      const issued = new Date(Date.now() - 20 * 60_000);
+      const old = await respond({ issueInstant: issued });
+      await refusedWith(
+        validate(old, { now: new Date(issued.getTime() + 60_000) }),
+        'invalid_response',
+        /samlify refused it \(ERR_SUBJECT_UNCONFIRMED\)/,
+      );
     });
 
     it("an IdP's error status as idp_error", async () => {
