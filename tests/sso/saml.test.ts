@@ -62,6 +62,14 @@ function liveSignature(samlResponse: string, certificatePem: string): boolean {
   });
 }
 
+/** The local names of the elements that hold a signature. */
+function signedElements(samlResponse: string): string[] {
+  const doc = new DOMParser().parseFromString(Buffer.from(samlResponse, 'base64').toString('utf8'), 'text/xml');
+  return Array.from(doc.getElementsByTagNameNS('http://www.w3.org/2000/09/xmldsig#', 'Signature')).map(
+    (signature) => (signature.parentNode as Element).localName,
+  );
+}
+
 function refused(fn: () => unknown, field: string, message: RegExp): void {
   let error: unknown;
   try {
@@ -231,7 +239,9 @@ describe('validateSamlResponse', () => {
   describe('accepts', () => {
     it('a signed assertion', async () => {
       const before = Date.now();
-      const result = await validate(await respond({ sign: 'assertion' }));
+      const signed = await respond({ sign: 'assertion' });
+      expect(signedElements(signed)).toEqual(['Assertion']);
+      const result = await validate(signed);
       expect(result).toMatchObject({ nameId: 'ada@acme.example', email: 'ada@acme.example', attributes: {} });
       expect(result.assertionId).toMatch(/^_/);
       // Five minutes from the IdP plus the skew: how long the caller remembers the id.
@@ -240,8 +250,12 @@ describe('validateSamlResponse', () => {
     });
 
     it('a signed response, and a response with both signed', async () => {
-      expect((await validate(await respond({ sign: 'response' }))).email).toBe('ada@acme.example');
-      expect((await validate(await respond({ sign: 'both' }))).email).toBe('ada@acme.example');
+      const response = await respond({ sign: 'response' });
+      expect(signedElements(response)).toEqual(['Response']);
+      expect((await validate(response)).email).toBe('ada@acme.example');
+      const both = await respond({ sign: 'both' });
+      expect(signedElements(both).sort()).toEqual(['Assertion', 'Response']);
+      expect((await validate(both)).email).toBe('ada@acme.example');
     });
 
     it('with an XML declaration, as most IdPs send it', async () => {

@@ -93,8 +93,8 @@ export const SIGNATURE_ALGORITHMS = {
 } as const;
 
 /**
- * The forgeries, each made from a genuine signed response (signature
- * wrapping after "On Breaking SAML", USENIX Security 2012):
+ * The forgeries, each made from a genuine signed response (the signature
+ * wrapping variants known as XSW, and their kin):
  * - `xsw-extensions`: the signed assertion moved into the Response's
  *   Extensions, a forged unsigned assertion (other NameID, other ID) in its place;
  * - `xsw-object`: a forged assertion in its place carrying a copy of the
