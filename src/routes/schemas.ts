@@ -171,6 +171,11 @@ export const SSO_FIELDS = {
         .openapi('SsoRoleMapping'),
     )
     .max(50)
+    // The first match wins: a second mapping of the same claim and value would never apply.
+    .refine((list) => new Set(list.map((m) => JSON.stringify([m.claim, m.value]))).size === list.length, {
+      message: 'must not repeat a claim and value',
+    })
+    .openapi({ uniqueItems: true })
     .describe('Tried in order at each sign-in; the first whose claim equals (or, a list, contains) value wins'),
   mfaAtIdp: z.boolean().describe("The IdP asks for a second factor: the connection's sessions are multi-factor"),
 };

@@ -355,9 +355,13 @@ describe('OpenAPI document (DOCS_ENABLED=true)', () => {
       }
       expect(arrays.sort()).toEqual([
         'PATCH /api/roles/{id} permissions',
+        'PATCH /api/sso/connections/{id} roleMappings',
+        'PATCH /api/sso/connections/{id} scopes',
         'PATCH /api/webhooks/{id} events',
         'POST /api/api-keys scopes',
         'POST /api/roles permissions',
+        'POST /api/sso/connections roleMappings',
+        'POST /api/sso/connections scopes',
         'POST /api/webhooks events',
       ]);
       expect(bodyOf('/api/api-keys', 'post').properties.scopes).toMatchObject({

@@ -295,6 +295,13 @@ describe('SSO connections', () => {
       oidc({ scopes: ['email'] }),
       oidc({ name: '' }),
       oidc({ tenantId: other.id }),
+      // The first mapping of a claim and value wins: a second one would never apply.
+      oidc({
+        roleMappings: [
+          { claim: 'groups', value: 'a', roleId: roles.member.id },
+          { claim: 'groups', value: 'a', roleId: roles.admin.id },
+        ],
+      }),
     ])
       await expectError(await post(body), 400, 'VALIDATION_ERROR');
   });
