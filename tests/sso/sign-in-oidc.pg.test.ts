@@ -1,7 +1,7 @@
-import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createSecretBox } from '../../src/shared/secret-box.js';
-import { createTestApp, TEST_SECRET, type TestApp } from '../support/app.js';
+import { createNodeTxtResolver } from '../../src/platform/dns-txt.js';
+import { createTestApp, type TestApp } from '../support/app.js';
+import { startDnsServer, type TestDnsServer } from '../support/dns-server.js';
 import { CookieJar, call, expectError, expectStatus, pathOf } from '../support/http.js';
 import { completeWithTotp, enableTotp } from '../support/mfa.js';
 import { createOidcProvider, type OidcTestProvider } from '../support/oidc-provider.js';
@@ -16,15 +16,13 @@ import {
 } from '../support/orgs.js';
 import { signedInUser } from '../support/users.js';
 
-/** A jsonb value as the server casts it (a bound string would be stored as a JSON string on PostgreSQL). */
-const json = (value: unknown) => sql`${JSON.stringify(value)}::text::jsonb`;
-
 /**
  * docs/sso.md "Sign-in" over OpenID Connect, end to end: the service's
  * routes, the auth library, a real database and a certified OpenID Provider
  * (panva's oidc-provider) on loopback, whose login form the test fills as a
- * browser would. Connections and verified domains are written as the
- * management routes store them.
+ * browser would. Connections and domains are set up through their routes
+ * (the issuer discovered, the domain proved by a TXT record on a loopback
+ * DNS server).
  */
 
 interface SessionAnswer {
@@ -39,7 +37,7 @@ describe('single sign-on over OIDC', () => {
   let org: TestOrganization;
   let domain: string;
   let connectionId: string;
-  const secrets = createSecretBox(TEST_SECRET, 'gatehouse sso client secrets v1');
+  let dns: TestDnsServer;
 
   /** A person at the IdP: `sub` is their login. */
   function person(label: string, claims: Record<string, unknown> = {}, at = domain) {
@@ -48,64 +46,48 @@ describe('single sign-on over OIDC', () => {
     return { sub, email: `${sub}@${at}` };
   }
 
+  /** A connection through POST /api/sso/connections (the issuer discovered), its client registered at the IdP. */
   async function insertConnection(
     organization: TestOrganization,
     options: { mfaAtIdp?: boolean; roleMappings?: unknown[]; defaultRoleId?: string } = {},
   ): Promise<string> {
-    const meta = await (await fetch(`${idp.issuer}/.well-known/openid-configuration`)).json();
     const clientSecret = `secret-${crypto.randomUUID()}`;
     const clientId = `client-${crypto.randomUUID()}`;
-    const id = await asOwnerInTenant(t, organization.id, async (trx) => {
-      const row = await trx
-        .insertInto('sso_connections')
-        .values({
-          tenant_id: organization.id,
-          type: 'oidc',
-          name: 'Test OIDC',
-          oidc_issuer: idp.issuer,
-          oidc_client_id: clientId,
-          oidc_client_secret: await secrets.seal(clientSecret),
-          oidc_scopes: ['openid', 'email', 'profile', 'groups'],
-          oidc_metadata: json({
-            issuer: meta.issuer,
-            authorization_endpoint: meta.authorization_endpoint,
-            token_endpoint: meta.token_endpoint,
-            jwks_uri: meta.jwks_uri,
-          }),
-          mfa_at_idp: options.mfaAtIdp ?? false,
-          role_mappings: json(options.roleMappings ?? []),
-          default_role_id: options.defaultRoleId ?? null,
-        })
-        .returning('id')
-        .executeTakeFirstOrThrow();
-      return row.id as string;
-    });
-    idp.addClient({
-      client_id: clientId,
-      client_secret: clientSecret,
-      redirect_uris: [`${t.config.auth.url}/api/auth/sso/callback/${id}`],
-    });
+    const body = {
+      type: 'oidc',
+      name: 'Test OIDC',
+      issuer: idp.issuer,
+      clientId,
+      clientSecret,
+      scopes: ['openid', 'email', 'profile', 'groups'],
+      ...options,
+    };
+    const created = await call(t, '/api/sso/connections', { body, jar: organization.owner.jar });
+    const { id, sp } = await expectStatus<{ id: string; sp: { redirectUri: string } }>(created, 201);
+    expect(sp.redirectUri).toBe(`${t.config.auth.url}/api/auth/sso/callback/${id}`);
+    idp.addClient({ client_id: clientId, client_secret: clientSecret, redirect_uris: [sp.redirectUri] });
     return id;
   }
 
-  function verifyDomain(organization: TestOrganization, name: string, verified = true) {
-    return asOwnerInTenant(t, organization.id, (trx) =>
-      trx
-        .insertInto('sso_domains')
-        .values({
-          tenant_id: organization.id,
-          domain: name,
-          txt_value: 'test',
-          verified_at: verified ? new Date() : null,
-        })
-        .execute(),
+  /** A domain claimed through POST /api/sso/domains and, unless told otherwise, verified by its TXT record. */
+  async function verifyDomain(organization: TestOrganization, name: string, verified = true) {
+    const jar = organization.owner.jar;
+    const claimed = await expectStatus<{ id: string; txtName: string; txtValue: string }>(
+      await call(t, '/api/sso/domains', { body: { domain: name }, jar }),
+      201,
     );
+    if (!verified) return;
+    dns.records.set(claimed.txtName, [claimed.txtValue]);
+    await expectStatus(await call(t, `/api/sso/domains/${claimed.id}/verify`, { method: 'POST', jar }), 200);
   }
 
-  async function setConnection(id: string, tenantId: string, values: Record<string, unknown>) {
-    await asOwnerInTenant(t, tenantId, (trx) =>
-      trx.updateTable('sso_connections').set(values).where('id', '=', id).execute(),
-    );
+  async function setEnabled(organization: TestOrganization, id: string, enabled: boolean) {
+    const patched = await call(t, `/api/sso/connections/${id}`, {
+      method: 'PATCH',
+      body: { enabled },
+      jar: organization.owner.jar,
+    });
+    await expectStatus(patched, 200);
   }
 
   /** POST /sign-in/sso, then the IdP's login: the callback URL the IdP sends the browser to. */
@@ -154,7 +136,9 @@ describe('single sign-on over OIDC', () => {
 
   beforeAll(async () => {
     idp = await createOidcProvider({ accounts });
-    t = await createTestApp({ env: { SSO_ALLOW_PRIVATE_URLS: 'true' } });
+    dns = await startDnsServer();
+    const resolveTxt = createNodeTxtResolver([dns.address], { timeoutMs: 500, tries: 1 });
+    t = await createTestApp({ env: { SSO_ALLOW_PRIVATE_URLS: 'true' }, resolveTxt });
     domain = `${uniqueSlug('acme')}.test`;
     const owner = await signedInUser(t, { email: `owner@${domain}` });
     org = await createOrganization(t, owner);
@@ -164,6 +148,7 @@ describe('single sign-on over OIDC', () => {
   afterAll(async () => {
     await t?.close();
     await idp?.close();
+    await dns?.close();
   });
 
   it('a new person: account created (address verified, no password), joined as Member, signed in to the organization', async () => {
@@ -518,12 +503,12 @@ describe('single sign-on over OIDC', () => {
       const others = await asOwnerInTenant(t, org.id, (trx) =>
         trx.selectFrom('sso_connections').select('id').where('tenant_id', '=', org.id).where('id', '<>', own).execute(),
       );
-      for (const { id } of others) await setConnection(id, org.id, { enabled: false });
+      for (const { id } of others) await setEnabled(org, id, false);
       try {
         const who = person('disabled');
         const { callback, jar } = await startAndLogin(who.sub, { email: who.email, callbackURL: '/app' });
         expect(new URL(callback).pathname).toBe(`/api/auth/sso/callback/${own}`);
-        await setConnection(own, org.id, { enabled: false });
+        await setEnabled(org, own, false);
         const response = await call(t, pathOf(callback), { jar });
         await refused(
           { response, jar, location: response.headers.get('location') ?? '' },
@@ -534,7 +519,7 @@ describe('single sign-on over OIDC', () => {
         const none = await call(t, '/api/auth/sign-in/sso', { body: { email: who.email, callbackURL: '/app' } });
         await expectError(none, 404, 'NOT_FOUND');
       } finally {
-        for (const { id } of others) await setConnection(id, org.id, { enabled: true });
+        for (const { id } of others) await setEnabled(org, id, true);
       }
     });
 

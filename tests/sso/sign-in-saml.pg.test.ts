@@ -1,27 +1,18 @@
-import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createNodeTxtResolver } from '../../src/platform/dns-txt.js';
 import { createTestApp, type TestApp } from '../support/app.js';
+import { startDnsServer, type TestDnsServer } from '../support/dns-server.js';
 import { APP_ORIGIN, CookieJar, call, expectError, expectStatus } from '../support/http.js';
 import { completeWithTotp, enableTotp } from '../support/mfa.js';
-import {
-  asOwnerInTenant,
-  auditRows,
-  createOrganization,
-  roleBySlug,
-  type TestOrganization,
-  uniqueSlug,
-} from '../support/orgs.js';
+import { auditRows, createOrganization, roleBySlug, type TestOrganization, uniqueSlug } from '../support/orgs.js';
 import { createSamlIdp, createSigningKey, type RespondOptions, type TestSamlIdp } from '../support/saml-idp.js';
 import { signedInUser } from '../support/users.js';
-
-/** A jsonb value as the server casts it (a bound string would be stored as a JSON string on PostgreSQL). */
-const json = (value: unknown) => sql`${JSON.stringify(value)}::text::jsonb`;
 
 /**
  * docs/sso.md "Sign-in" over SAML 2.0, end to end: the service's routes, the
  * auth library, a real database, and an identity provider signing real
  * responses (samlify, its own key pair) to the AuthnRequests the service
- * sends. The IdP's page posts the response from its own origin, as a
+ * sends; connections and domains set up through their routes. The IdP's page posts the response from its own origin, as a
  * browser would carry it: the one cross-origin form the service takes.
  */
 
@@ -38,37 +29,43 @@ describe('single sign-on over SAML', () => {
   let org: TestOrganization;
   let domain: string;
   let connectionId: string;
+  let dns: TestDnsServer;
 
+  /** A connection through POST /api/sso/connections, with the IdP's entity id, sign-in URL and certificate. */
   async function insertConnection(
     organization: TestOrganization,
-    options: { allowIdpInitiated?: boolean; roleMappings?: unknown[]; certificate?: string } = {},
+    options: { allowIdpInitiated?: boolean; roleMappings?: unknown[] } = {},
   ): Promise<string> {
-    return asOwnerInTenant(t, organization.id, async (trx) => {
-      const row = await trx
-        .insertInto('sso_connections')
-        .values({
-          tenant_id: organization.id,
-          type: 'saml',
-          name: 'Test SAML',
-          saml_idp_entity_id: idp.entityId,
-          saml_entry_point: idp.ssoUrl,
-          saml_certificates: [options.certificate ?? idp.certificate],
-          allow_idp_initiated: options.allowIdpInitiated ?? false,
-          role_mappings: json(options.roleMappings ?? []),
-        })
-        .returning('id')
-        .executeTakeFirstOrThrow();
-      return row.id as string;
-    });
+    const body = {
+      type: 'saml',
+      name: 'Test SAML',
+      idpEntityId: idp.entityId,
+      entryPoint: idp.ssoUrl,
+      idpCertificate: idp.certificate,
+      ...options,
+    };
+    const created = await call(t, '/api/sso/connections', { body, jar: organization.owner.jar });
+    const { id, sp: provider } = await expectStatus<{ id: string; sp: { acsUrl: string; entityId: string } }>(
+      created,
+      201,
+    );
+    expect(provider).toMatchObject({ acsUrl: sp(id).acsUrl, entityId: sp(id).spEntityId });
+    return id;
   }
 
-  const verifyDomain = (organization: TestOrganization, name: string) =>
-    asOwnerInTenant(t, organization.id, (trx) =>
-      trx
-        .insertInto('sso_domains')
-        .values({ tenant_id: organization.id, domain: name, txt_value: 'test', verified_at: new Date() })
-        .execute(),
+  const removeConnection = async (organization: TestOrganization, id: string) =>
+    expectStatus(await call(t, `/api/sso/connections/${id}`, { method: 'DELETE', jar: organization.owner.jar }), 200);
+
+  /** A domain claimed through POST /api/sso/domains and verified by its TXT record. */
+  async function verifyDomain(organization: TestOrganization, name: string) {
+    const jar = organization.owner.jar;
+    const claimed = await expectStatus<{ id: string; txtName: string; txtValue: string }>(
+      await call(t, '/api/sso/domains', { body: { domain: name }, jar }),
+      201,
     );
+    dns.records.set(claimed.txtName, [claimed.txtValue]);
+    await expectStatus(await call(t, `/api/sso/domains/${claimed.id}/verify`, { method: 'POST', jar }), 200);
+  }
 
   const acsPath = (id: string) => `/api/auth/sso/saml2/callback/${id}`;
   const sp = (id: string) => ({
@@ -132,13 +129,18 @@ describe('single sign-on over SAML', () => {
 
   beforeAll(async () => {
     idp = await createSamlIdp({ ssoUrl: `${IDP_ORIGIN}/sso` });
-    t = await createTestApp();
+    dns = await startDnsServer();
+    const resolveTxt = createNodeTxtResolver([dns.address], { timeoutMs: 500, tries: 1 });
+    t = await createTestApp({ resolveTxt });
     domain = `${uniqueSlug('corp')}.test`;
     org = await createOrganization(t, await signedInUser(t, { email: `owner@${domain}` }));
     await verifyDomain(org, domain);
     connectionId = await insertConnection(org);
   });
-  afterAll(() => t?.close());
+  afterAll(async () => {
+    await t?.close();
+    await dns?.close();
+  });
 
   it("a new person: the IdP's cross-origin form post signs them in, joined as Member, linked by NameID", async () => {
     const email = `new-${crypto.randomUUID().slice(0, 8)}@${domain}`;
@@ -259,7 +261,7 @@ describe('single sign-on over SAML', () => {
       // The refusal consumed it.
       await refused(await post(connectionId, form), 'invalid_state');
       await refused(await post(connectionId, { ...form, RelayState: 'y'.repeat(43) }), 'invalid_state');
-      await asOwnerInTenant(t, org.id, (trx) => trx.deleteFrom('sso_connections').where('id', '=', other).execute());
+      await removeConnection(org, other);
     });
 
     it('IdP-initiated: refused unless the connection allows it; allowed, it lands on APP_URL, once per assertion', async () => {
@@ -287,7 +289,7 @@ describe('single sign-on over SAML', () => {
         await post(connectionId, { SAMLResponse: stripped, RelayState: new URL(url).searchParams.get('RelayState')! }),
         'idp_initiated_refused',
       );
-      await asOwnerInTenant(t, org.id, (trx) => trx.deleteFrom('sso_connections').where('id', '=', allowing).execute());
+      await removeConnection(org, allowing);
     });
 
     it('a form without SAMLResponse: invalid_request; a body that is not a form: 415', async () => {
