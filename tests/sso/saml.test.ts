@@ -286,14 +286,17 @@ describe('validateSamlResponse', () => {
           '5c1a1f6e-2222-4000-8000-00000000000b',
         ],
       };
-      const result = await validate(
-        await respond({
-          email: 'unused@acme.example',
-          nameId: 'q3Xh0Zb8l2mG9yUu1Vq4pL7k',
-          nameIdFormat: 'urn:oasis:names:tc:SAML:2.0:nameid-format:persistent',
-          attributes,
-        }),
-      );
+      const response = await respond({
+        style: 'entra',
+        email: 'unused@acme.example',
+        nameId: 'q3Xh0Zb8l2mG9yUu1Vq4pL7k',
+        nameIdFormat: 'urn:oasis:names:tc:SAML:2.0:nameid-format:persistent',
+        attributes,
+      });
+      const xml = Buffer.from(response, 'base64').toString('utf8');
+      expect(xml).not.toContain('saml:');
+      expect(xml).toMatch(/<Assertion xmlns="urn:oasis:names:tc:SAML:2.0:assertion"[^>]* IssueInstant="[^"]+\.\d{7}Z"/);
+      const result = await validate(response);
       expect(result).toMatchObject({
         nameId: 'q3Xh0Zb8l2mG9yUu1Vq4pL7k',
         nameIdFormat: 'urn:oasis:names:tc:SAML:2.0:nameid-format:persistent',

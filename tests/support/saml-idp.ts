@@ -145,6 +145,12 @@ export interface RespondOptions {
   subjectNotOnOrAfter?: Date;
   issueInstant?: Date;
   status?: string;
+  /**
+   * `entra`: Microsoft Entra ID's shape: no `saml:` prefix (a default
+   * namespace on the Response's Issuer and on the Assertion) and times with
+   * seven fractional digits.
+   */
+  style?: 'samlify' | 'entra';
 }
 
 export interface TestSamlIdp {
@@ -203,11 +209,18 @@ interface Filled {
 function responseXml(options: RespondOptions, filled: Filled, inResponseTo: string | null): string {
   const now = options.issueInstant ?? new Date();
   const fiveMinutes = new Date(now.getTime() + 5 * 60_000);
-  const iso = (date: Date) => date.toISOString();
+  const entra = options.style === 'entra';
+  const iso = (date: Date) => (entra ? date.toISOString().replace(/Z$/, '0000Z') : date.toISOString());
   const status = options.status ?? 'urn:oasis:names:tc:SAML:2.0:status:Success';
   const issuer = `<saml:Issuer>${xmlEscape(filled.issuer)}</saml:Issuer>`;
   const destination = options.destination === undefined ? filled.acsUrl : options.destination;
-  return `<samlp:Response xmlns:samlp="${NS.protocol}" xmlns:saml="${NS.assertion}" ID="${filled.id}" Version="2.0" IssueInstant="${iso(now)}"${attr('Destination', destination)}${attr('InResponseTo', inResponseTo)}>${issuer}<samlp:Status><samlp:StatusCode Value="${xmlEscape(status)}"/></samlp:Status><saml:Assertion xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" xmlns:xs="http://www.w3.org/2001/XMLSchema" ID="${filled.assertionId}" Version="2.0" IssueInstant="${iso(now)}">${issuer}<saml:Subject><saml:NameID Format="${xmlEscape(options.nameIdFormat ?? NAMEID.email)}">${xmlEscape(options.nameId ?? options.email)}</saml:NameID><saml:SubjectConfirmation Method="urn:oasis:names:tc:SAML:2.0:cm:bearer"><saml:SubjectConfirmationData NotOnOrAfter="${iso(options.subjectNotOnOrAfter ?? options.notOnOrAfter ?? fiveMinutes)}" Recipient="${xmlEscape(options.recipient ?? filled.acsUrl)}"${attr('InResponseTo', inResponseTo)}/></saml:SubjectConfirmation></saml:Subject><saml:Conditions NotBefore="${iso(options.notBefore ?? now)}" NotOnOrAfter="${iso(options.notOnOrAfter ?? fiveMinutes)}"><saml:AudienceRestriction><saml:Audience>${xmlEscape(options.audience ?? filled.spEntityId)}</saml:Audience></saml:AudienceRestriction></saml:Conditions><saml:AuthnStatement AuthnInstant="${iso(now)}" SessionIndex="${filled.assertionId}"><saml:AuthnContext><saml:AuthnContextClassRef>urn:oasis:names:tc:SAML:2.0:ac:classes:PasswordProtectedTransport</saml:AuthnContextClassRef></saml:AuthnContext></saml:AuthnStatement>${attributeStatement(options.attributes ?? {})}</saml:Assertion></samlp:Response>`;
+  const xml = `<samlp:Response xmlns:samlp="${NS.protocol}" xmlns:saml="${NS.assertion}" ID="${filled.id}" Version="2.0" IssueInstant="${iso(now)}"${attr('Destination', destination)}${attr('InResponseTo', inResponseTo)}>${issuer}<samlp:Status><samlp:StatusCode Value="${xmlEscape(status)}"/></samlp:Status><saml:Assertion xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" xmlns:xs="http://www.w3.org/2001/XMLSchema" ID="${filled.assertionId}" Version="2.0" IssueInstant="${iso(now)}">${issuer}<saml:Subject><saml:NameID Format="${xmlEscape(options.nameIdFormat ?? NAMEID.email)}">${xmlEscape(options.nameId ?? options.email)}</saml:NameID><saml:SubjectConfirmation Method="urn:oasis:names:tc:SAML:2.0:cm:bearer"><saml:SubjectConfirmationData NotOnOrAfter="${iso(options.subjectNotOnOrAfter ?? options.notOnOrAfter ?? fiveMinutes)}" Recipient="${xmlEscape(options.recipient ?? filled.acsUrl)}"${attr('InResponseTo', inResponseTo)}/></saml:SubjectConfirmation></saml:Subject><saml:Conditions NotBefore="${iso(options.notBefore ?? now)}" NotOnOrAfter="${iso(options.notOnOrAfter ?? fiveMinutes)}"><saml:AudienceRestriction><saml:Audience>${xmlEscape(options.audience ?? filled.spEntityId)}</saml:Audience></saml:AudienceRestriction></saml:Conditions><saml:AuthnStatement AuthnInstant="${iso(now)}" SessionIndex="${filled.assertionId}"><saml:AuthnContext><saml:AuthnContextClassRef>urn:oasis:names:tc:SAML:2.0:ac:classes:PasswordProtectedTransport</saml:AuthnContextClassRef></saml:AuthnContext></saml:AuthnStatement>${attributeStatement(options.attributes ?? {})}</saml:Assertion></samlp:Response>`;
+  if (!entra) return xml;
+  return xml
+    .replace(` xmlns:saml="${NS.assertion}"`, '')
+    .replace('<saml:Issuer>', `<saml:Issuer xmlns="${NS.assertion}">`)
+    .replace('<saml:Assertion ', `<saml:Assertion xmlns="${NS.assertion}" `)
+    .replace(/<(\/?)saml:/g, '<$1');
 }
 
 const only = (parent: Document | Element, ns: string, local: string) => parent.getElementsByTagNameNS(ns, local)[0]!;
