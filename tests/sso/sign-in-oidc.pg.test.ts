@@ -199,6 +199,29 @@ describe('single sign-on over OIDC', () => {
     expect(linkedAudit.map((row) => row.metadata.providerId)).toEqual([`sso:${connectionId}`]);
   });
 
+  it('an unverified account with that address: what it had before the proof goes, then it is linked and verified', async () => {
+    const email = `unproven-${crypto.randomUUID().slice(0, 8)}@${domain}`;
+    // Someone signed up with the address and never proved it; they linked an OAuth identity meanwhile.
+    const userId = await t.database.withOwner(async (owner) => {
+      const user = await owner
+        .insertInto('users')
+        .values({ name: 'Squatter', email, email_verified: false })
+        .returning('id')
+        .executeTakeFirstOrThrow();
+      await owner
+        .insertInto('accounts')
+        .values({ user_id: user.id, account_id: `gh-${user.id}`, provider_id: 'github' })
+        .execute();
+      return user.id as string;
+    });
+    const sub = email.split('@')[0]!;
+    accounts[sub] = { email, email_verified: true };
+    const { jar } = await signIn({ sub, email });
+    expect((await sessionOf(jar))?.user.id).toBe(userId);
+    expect((await userRow(email))?.email_verified).toBe(true);
+    expect(await accountsOf(userId)).toEqual([{ provider_id: `sso:${connectionId}`, account_id: sub, password: null }]);
+  });
+
   it('two first sign-ins of one person at once: one account, one membership, two sessions', async () => {
     const who = person('twice');
     const flows = [await startAndLogin(who.sub, { email: who.email, callbackURL: '/app' })];
