@@ -6,8 +6,7 @@
  * the IdP's entity id, our entity id (audience) and ACS URL (recipient), and
  * the caller's clock.
  */
-import { SsoFlowError } from './errors.js';
-import { childElements, NS, textOf } from './saml-xml.js';
+import { childElements, invalidResponse, NS, textOf } from './saml-xml.js';
 
 const BEARER = 'urn:oasis:names:tc:SAML:2.0:cm:bearer';
 /** Where Okta, Google (mail/email) and Entra ID (the WS-Federation claim URI) put the address when NameID is not it. */
@@ -34,14 +33,10 @@ export interface AssertionContent {
   notOnOrAfter: Date;
 }
 
-const invalid = (reason: string) => new SsoFlowError('invalid_response', `SAML response refused: ${reason}`);
-
-function one(parent: Element, local: string, what: string, required: true): Element;
-function one(parent: Element, local: string, what: string, required: false): Element | undefined;
-function one(parent: Element, local: string, what: string, required: boolean): Element | undefined {
+function one(parent: Element, local: string, what: string): Element {
   const found = childElements(parent, NS.assertion, local);
-  if (found.length > 1 || (required && found.length === 0)) throw invalid(`expected exactly one ${what}`);
-  return found[0];
+  if (found.length !== 1) throw invalidResponse(`expected exactly one ${what}`);
+  return found[0]!;
 }
 
 function instant(element: Element, attribute: string): number | null {
@@ -49,7 +44,7 @@ function instant(element: Element, attribute: string): number | null {
   if (value === null || value === '') return null;
   const ms = Date.parse(value);
   if (!/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)$/.test(value) || Number.isNaN(ms)) {
-    throw invalid(`${element.localName}@${attribute} is not a date-time`);
+    throw invalidResponse(`${element.localName}@${attribute} is not a date-time`);
   }
   return ms;
 }
@@ -59,8 +54,8 @@ function checkWindow(element: Element, expect: Expectations, what: string): numb
   const now = expect.now.getTime();
   const notBefore = instant(element, 'NotBefore');
   const notOnOrAfter = instant(element, 'NotOnOrAfter');
-  if (notBefore !== null && now < notBefore - expect.skewMs) throw invalid(`${what} is not valid yet`);
-  if (notOnOrAfter !== null && now >= notOnOrAfter + expect.skewMs) throw invalid(`${what} has expired`);
+  if (notBefore !== null && now < notBefore - expect.skewMs) throw invalidResponse(`${what} is not valid yet`);
+  if (notOnOrAfter !== null && now >= notOnOrAfter + expect.skewMs) throw invalidResponse(`${what} has expired`);
   return notOnOrAfter;
 }
 
@@ -105,7 +100,7 @@ function bearerConfirmation(subject: Element, expect: Expectations): { data: Ele
     }
     return { data: element, notOnOrAfter };
   }
-  throw invalid(reasons[0] ?? 'no bearer SubjectConfirmation');
+  throw invalidResponse(reasons[0] ?? 'no bearer SubjectConfirmation');
 }
 
 /** NameID when it is an address (whatever its Format says; an emailAddress NameID that is not one falls through). */
@@ -115,35 +110,35 @@ function pickEmail(nameId: string, attributes: Record<string, string[]>): string
     const found = attributes[name]?.find((value) => EMAIL.test(value));
     if (found) return found;
   }
-  throw invalid('no email address (NameID in emailAddress format, or an email / mail attribute)');
+  throw invalidResponse('no email address (NameID in emailAddress format, or an email / mail attribute)');
 }
 
 /** Reads and checks the assertion (parsed from its signed bytes, or from the signed response's). */
 export function readAssertion(assertion: Element, expect: Expectations): AssertionContent {
   const assertionId = assertion.getAttribute('ID') ?? '';
   if (!assertionId || assertion.getAttribute('Version') !== '2.0')
-    throw invalid('the Assertion has no ID or is not 2.0');
-  if (textOf(one(assertion, 'Issuer', 'assertion Issuer', true)) !== expect.idpEntityId) {
-    throw invalid("the Assertion's Issuer is not the IdP of this connection");
+    throw invalidResponse('the Assertion has no ID or is not 2.0');
+  if (textOf(one(assertion, 'Issuer', 'assertion Issuer')) !== expect.idpEntityId) {
+    throw invalidResponse("the Assertion's Issuer is not the IdP of this connection");
   }
-  const subject = one(assertion, 'Subject', 'Subject', true);
-  const nameIdElement = one(subject, 'NameID', 'NameID', true);
+  const subject = one(assertion, 'Subject', 'Subject');
+  const nameIdElement = one(subject, 'NameID', 'NameID');
   const nameId = textOf(nameIdElement);
-  if (!nameId || nameId.length > 1024) throw invalid('the NameID is empty or too long');
+  if (!nameId || nameId.length > 1024) throw invalidResponse('the NameID is empty or too long');
   const confirmation = bearerConfirmation(subject, expect);
 
-  const conditions = one(assertion, 'Conditions', 'Conditions', true);
+  const conditions = one(assertion, 'Conditions', 'Conditions');
   const conditionsEnd = checkWindow(conditions, expect, 'the assertion');
   const restrictions = childElements(conditions, NS.assertion, 'AudienceRestriction');
-  if (restrictions.length === 0) throw invalid('the assertion has no AudienceRestriction');
+  if (restrictions.length === 0) throw invalidResponse('the assertion has no AudienceRestriction');
   for (const restriction of restrictions) {
     const audiences = childElements(restriction, NS.assertion, 'Audience').map((a) => textOf(a));
-    if (!audiences.includes(expect.spEntityId)) throw invalid('the assertion is meant for another audience');
+    if (!audiences.includes(expect.spEntityId)) throw invalidResponse('the assertion is meant for another audience');
   }
   for (const statement of childElements(assertion, NS.assertion, 'AuthnStatement')) {
     const sessionEnd = instant(statement, 'SessionNotOnOrAfter');
     if (sessionEnd !== null && expect.now.getTime() >= sessionEnd + expect.skewMs) {
-      throw invalid('the IdP session has ended');
+      throw invalidResponse('the IdP session has ended');
     }
   }
 

@@ -12,7 +12,7 @@ import { SsoFlowError } from './errors.js';
 import { type AssertionContent, readAssertion } from './saml-assertion.js';
 import { idpEntity, type SamlSp, spEntity } from './saml-entities.js';
 import { verifyEnvelopedSignature } from './saml-signature.js';
-import { childElements, NS, parseStrictXml, textOf } from './saml-xml.js';
+import { childElements, invalidResponse, NS, parseStrictXml, textOf } from './saml-xml.js';
 
 /** A response with a few dozen attributes is under 20 KB; Entra's with many groups stays well under this. */
 const MAX_RESPONSE = 524_288;
@@ -39,17 +39,16 @@ export interface SamlAssertion {
   notOnOrAfter: Date;
 }
 
-const invalid = (reason: string) => new SsoFlowError('invalid_response', `SAML response refused: ${reason}`);
-
 function decode(samlResponse: unknown): string {
-  if (typeof samlResponse !== 'string' || samlResponse.length === 0) throw invalid('no SAMLResponse');
-  if (samlResponse.length > MAX_RESPONSE) throw invalid('larger than 512 KiB');
+  if (typeof samlResponse !== 'string' || samlResponse.length === 0) throw invalidResponse('no SAMLResponse');
+  if (samlResponse.length > MAX_RESPONSE) throw invalidResponse('larger than 512 KiB');
   const base64 = samlResponse.replace(/[\r\n\t ]/g, '');
-  if (!/^[A-Za-z0-9+/]+={0,2}$/.test(base64) || base64.length % 4 !== 0) throw invalid('SAMLResponse is not base64');
+  if (!/^[A-Za-z0-9+/]+={0,2}$/.test(base64) || base64.length % 4 !== 0)
+    throw invalidResponse('SAMLResponse is not base64');
   try {
     return new TextDecoder('utf-8', { fatal: true }).decode(Uint8Array.from(atob(base64), (c) => c.charCodeAt(0)));
   } catch {
-    throw invalid('SAMLResponse is not UTF-8');
+    throw invalidResponse('SAMLResponse is not UTF-8');
   }
 }
 
@@ -60,7 +59,8 @@ function decode(samlResponse: unknown): string {
  */
 function refuseHiddenNodes(node: Node): void {
   for (let child = node.firstChild; child; child = child.nextSibling) {
-    if (child.nodeType === 7 || child.nodeType === 8) throw invalid('comments and processing instructions are refused');
+    if (child.nodeType === 7 || child.nodeType === 8)
+      throw invalidResponse('comments and processing instructions are refused');
     refuseHiddenNodes(child);
   }
 }
@@ -72,7 +72,7 @@ function refuseDuplicateIds(doc: Document): void {
     for (const name of ['ID', 'Id', 'id']) {
       const value = element.getAttribute(name);
       if (value === null || value === '') continue;
-      if (seen.has(value)) throw invalid('two elements share an ID');
+      if (seen.has(value)) throw invalidResponse('two elements share an ID');
       seen.add(value);
     }
   }
@@ -81,23 +81,24 @@ function refuseDuplicateIds(doc: Document): void {
 /** The one Response with the one Assertion, signatures only where they belong. */
 function structure(doc: Document): { response: Element; assertion: Element } {
   const response = doc.documentElement!;
-  if (response.namespaceURI !== NS.protocol || response.localName !== 'Response') throw invalid('not a SAML Response');
-  if (response.getAttribute('Version') !== '2.0') throw invalid('not SAML 2.0');
+  if (response.namespaceURI !== NS.protocol || response.localName !== 'Response')
+    throw invalidResponse('not a SAML Response');
+  if (response.getAttribute('Version') !== '2.0') throw invalidResponse('not SAML 2.0');
   if (doc.getElementsByTagNameNS('*', 'EncryptedAssertion').length > 0) {
-    throw invalid('encrypted assertions are not supported; turn assertion encryption off at the IdP');
+    throw invalidResponse('encrypted assertions are not supported; turn assertion encryption off at the IdP');
   }
   // Any namespace: samlify's own reading selects by local name.
-  if (doc.getElementsByTagNameNS('*', 'Response').length !== 1) throw invalid('expected exactly one Response');
+  if (doc.getElementsByTagNameNS('*', 'Response').length !== 1) throw invalidResponse('expected exactly one Response');
   const assertions = Array.from(doc.getElementsByTagNameNS('*', 'Assertion'));
-  if (assertions.length !== 1) throw invalid('expected exactly one Assertion');
+  if (assertions.length !== 1) throw invalidResponse('expected exactly one Assertion');
   const assertion = assertions[0]!;
   if (assertion.parentNode !== response || assertion.namespaceURI !== NS.assertion) {
-    throw invalid('the Assertion is not a child of the Response');
+    throw invalidResponse('the Assertion is not a child of the Response');
   }
   for (const signature of Array.from(doc.getElementsByTagNameNS('*', 'Signature'))) {
     const parent = signature.parentNode;
     if (signature.namespaceURI !== NS.dsig || (parent !== response && parent !== assertion)) {
-      throw invalid('a signature outside the Response or Assertion');
+      throw invalidResponse('a signature outside the Response or Assertion');
     }
   }
   return { response, assertion };
@@ -120,29 +121,30 @@ function checkStatus(response: Element): void {
 
 /** The element the signed bytes hold, parsed alone. */
 function signedElement(canonical: string, id: string, local: string): Element {
-  const element = parseStrictXml(canonical, invalid).documentElement!;
-  if (element.localName !== local || element.getAttribute('ID') !== id) throw invalid('the signed element moved');
+  const element = parseStrictXml(canonical, invalidResponse).documentElement!;
+  if (element.localName !== local || element.getAttribute('ID') !== id)
+    throw invalidResponse('the signed element moved');
   return element;
 }
 
 function checkInResponseTo(found: (string | null)[], expected: string | null): void {
   const present = found.filter((value): value is string => value !== null && value !== '');
   if (expected === null) {
-    if (present.length > 0) throw invalid('an answer to a request this sign-in did not send');
+    if (present.length > 0) throw invalidResponse('an answer to a request this sign-in did not send');
     return;
   }
   if (present.length === 0) {
     throw new SsoFlowError('idp_initiated_refused', 'SAML response refused: unsolicited (IdP-initiated) response');
   }
-  if (present.some((value) => value !== expected)) throw invalid('an answer to another request');
+  if (present.some((value) => value !== expected)) throw invalidResponse('an answer to another request');
 }
 
 /** Validates a posted SAMLResponse; throws SsoFlowError ('invalid_response', 'idp_error', 'idp_initiated_refused'). */
 export async function validateSamlResponse(input: ValidateSamlResponseInput): Promise<SamlAssertion> {
   const { sp, idp, now } = input;
-  if (idp.certificates.length === 0) throw invalid('the connection has no certificate');
+  if (idp.certificates.length === 0) throw invalidResponse('the connection has no certificate');
   const xml = decode(input.samlResponse);
-  const doc = parseStrictXml(xml, invalid);
+  const doc = parseStrictXml(xml, invalidResponse);
   const { response, assertion } = structure(doc);
   checkStatus(response);
   refuseHiddenNodes(response);
@@ -150,8 +152,8 @@ export async function validateSamlResponse(input: ValidateSamlResponseInput): Pr
 
   const responseSignature = childElements(response, NS.dsig, 'Signature');
   const assertionSignature = childElements(assertion, NS.dsig, 'Signature');
-  if (responseSignature.length > 1 || assertionSignature.length > 1) throw invalid('more than one signature');
-  if (responseSignature.length === 0 && assertionSignature.length === 0) throw invalid('it is not signed');
+  if (responseSignature.length > 1 || assertionSignature.length > 1) throw invalidResponse('more than one signature');
+  if (responseSignature.length === 0 && assertionSignature.length === 0) throw invalidResponse('it is not signed');
   // Each signature present must verify; the values come from the innermost signed copy.
   let signedResponse: Element | undefined;
   let signedAssertion: Element | undefined;
@@ -167,7 +169,7 @@ export async function validateSamlResponse(input: ValidateSamlResponseInput): Pr
     signedAssertion = signedElement(signed.canonical, assertion.getAttribute('ID')!, 'Assertion');
     verifiedWith.add(signed.certificate);
   }
-  if (!signedAssertion) throw invalid('the signed Response holds no Assertion');
+  if (!signedAssertion) throw invalidResponse('the signed Response holds no Assertion');
 
   const skewMs = (input.clockSkewSeconds ?? 60) * 1000;
   const expect = { idpEntityId: idp.entityId, spEntityId: sp.entityId, acsUrl: sp.acsUrl, now, skewMs };
@@ -175,9 +177,9 @@ export async function validateSamlResponse(input: ValidateSamlResponseInput): Pr
   const outer = signedResponse ?? response;
   const issuer = childElements(outer, NS.assertion, 'Issuer')[0];
   if (issuer && textOf(issuer) !== idp.entityId)
-    throw invalid("the Response's Issuer is not the IdP of this connection");
+    throw invalidResponse("the Response's Issuer is not the IdP of this connection");
   const destination = outer.getAttribute('Destination');
-  if (destination !== null && destination !== sp.acsUrl) throw invalid('the Destination is not our ACS URL');
+  if (destination !== null && destination !== sp.acsUrl) throw invalidResponse('the Destination is not our ACS URL');
   checkInResponseTo([outer.getAttribute('InResponseTo'), content.inResponseTo], input.expectedRequestId);
 
   // samlify verifies a signature without KeyInfo with the first certificate only: give it the ones that verified.
@@ -188,7 +190,7 @@ export async function validateSamlResponse(input: ValidateSamlResponseInput): Pr
     // Where our checks pass and samlify's do not, the runtime is the suspect (its X.509 parser): say what it said.
     const said = error instanceof Error ? error.message : String(error);
     const code = /^[A-Z][A-Z0-9_]+/.exec(said)?.[0] ?? said.slice(0, 80).replace(/[^\x20-\x7e]/g, '?');
-    throw invalid(`samlify refused it (${code})`);
+    throw invalidResponse(`samlify refused it (${code})`);
   }
   const { assertionId, nameId, nameIdFormat, email, attributes, notOnOrAfter } = content;
   return { nameId, nameIdFormat, email, attributes, assertionId, notOnOrAfter };

@@ -17,9 +17,8 @@
  * samlify verifies it, and no mainstream IdP signs SAML with it.
  */
 import { SignedXml } from 'xml-crypto';
-import { SsoFlowError } from './errors.js';
 import { publicKeyPem } from './saml-certificate.js';
-import { childElements, NS } from './saml-xml.js';
+import { childElements, invalidResponse, NS } from './saml-xml.js';
 
 const ALG = {
   rsaSha256: 'http://www.w3.org/2001/04/xmldsig-more#rsa-sha256',
@@ -36,11 +35,9 @@ const DIGEST_METHODS = new Set<string>([ALG.sha256, ALG.sha512]);
 const CANONICALIZATIONS = new Set<string>([ALG.excC14n, ALG.c14n]);
 const TRANSFORMS = new Set<string>([ALG.enveloped, ALG.excC14n, ALG.c14n]);
 
-const invalid = (reason: string) => new SsoFlowError('invalid_response', `SAML response refused: ${reason}`);
-
 function only(parent: Element, local: string, what: string): Element {
   const found = childElements(parent, NS.dsig, local);
-  if (found.length !== 1) throw invalid(`the signature needs exactly one ${what}`);
+  if (found.length !== 1) throw invalidResponse(`the signature needs exactly one ${what}`);
   return found[0]!;
 }
 
@@ -49,9 +46,10 @@ function algorithmOf(element: Element): string {
 }
 
 function refuseAlgorithm(kind: string, uri: string): never {
-  if (/sha1$/i.test(uri)) throw invalid(`${kind} ${uri} uses SHA-1, which is collision-broken; sign with SHA-256`);
-  if (/ecdsa/i.test(uri)) throw invalid(`${kind} ${uri} (ECDSA) is not supported; sign with RSA-SHA256`);
-  throw invalid(`${kind} ${uri || '(none)'} is not allowed`);
+  if (/sha1$/i.test(uri))
+    throw invalidResponse(`${kind} ${uri} uses SHA-1, which is collision-broken; sign with SHA-256`);
+  if (/ecdsa/i.test(uri)) throw invalidResponse(`${kind} ${uri} (ECDSA) is not supported; sign with RSA-SHA256`);
+  throw invalidResponse(`${kind} ${uri || '(none)'} is not allowed`);
 }
 
 /** The SignedInfo's shape: one Reference to `#<id of the signed element>`, allowed algorithms only. */
@@ -63,15 +61,15 @@ function checkSignedInfo(signature: Element, signedId: string): void {
   if (!SIGNATURE_METHODS.has(method)) refuseAlgorithm('signature algorithm', method);
   const reference = only(signedInfo, 'Reference', 'Reference');
   if (reference.getAttribute('URI') !== `#${signedId}`) {
-    throw invalid("the signature's Reference is not the ID of the element it is in");
+    throw invalidResponse("the signature's Reference is not the ID of the element it is in");
   }
   const digest = algorithmOf(only(reference, 'DigestMethod', 'DigestMethod'));
   if (!DIGEST_METHODS.has(digest)) refuseAlgorithm('digest algorithm', digest);
   const transforms = childElements(reference, NS.dsig, 'Transforms');
-  if (transforms.length > 1) throw invalid('the signature needs at most one Transforms');
+  if (transforms.length > 1) throw invalidResponse('the signature needs at most one Transforms');
   const list = transforms[0] ? childElements(transforms[0], NS.dsig, 'Transform') : [];
   const seen = list.map(algorithmOf);
-  if (!seen.includes(ALG.enveloped)) throw invalid('the signature is not an enveloped signature');
+  if (!seen.includes(ALG.enveloped)) throw invalidResponse('the signature is not an enveloped signature');
   for (const transform of seen) if (!TRANSFORMS.has(transform)) refuseAlgorithm('transform', transform);
 }
 
@@ -100,7 +98,7 @@ export function verifyEnvelopedSignature(
   certificates: string[],
 ): { canonical: string; certificate: string } {
   const id = signed.getAttribute('ID') ?? '';
-  if (!id) throw invalid(`the signed ${signed.localName} has no ID`);
+  if (!id) throw invalidResponse(`the signed ${signed.localName} has no ID`);
   checkSignedInfo(signature, id);
   for (const certificate of certificates) {
     const sig = verifier(certificate);
@@ -111,8 +109,8 @@ export function verifyEnvelopedSignature(
       continue;
     }
     const references = sig.getSignedReferences();
-    if (references.length !== 1) throw invalid('the signature must cover exactly one element');
+    if (references.length !== 1) throw invalidResponse('the signature must cover exactly one element');
     return { canonical: references[0]!, certificate };
   }
-  throw invalid(`the ${signed.localName} signature does not verify with the connection's certificates`);
+  throw invalidResponse(`the ${signed.localName} signature does not verify with the connection's certificates`);
 }

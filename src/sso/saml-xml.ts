@@ -7,6 +7,7 @@
  * get in, so refusing it is simpler than trusting each parser's handling.
  */
 import { DOMParser } from '@xmldom/xmldom';
+import { SsoFlowError } from './errors.js';
 
 export const NS = {
   assertion: 'urn:oasis:names:tc:SAML:2.0:assertion',
@@ -54,4 +55,9 @@ export function descendants(root: Document | Element, ns: string, local: string)
 /** The trimmed text of an element, '' when absent. */
 export function textOf(element: Element | undefined): string {
   return (element?.textContent ?? '').trim();
+}
+
+/** A posted response refused, saying why (never quoting the response). */
+export function invalidResponse(reason: string): SsoFlowError {
+  return new SsoFlowError('invalid_response', `SAML response refused: ${reason}`);
 }
