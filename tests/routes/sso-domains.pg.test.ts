@@ -5,6 +5,7 @@ import { startDnsServer, startSilentDnsServer, type TestDnsServer } from '../sup
 import { call, expectError, expectStatus, UUID_V4 } from '../support/http.js';
 import {
   ALL_PERMISSIONS,
+  asOwnerInTenant,
   auditRows,
   createOrganization,
   newMember,
@@ -187,14 +188,18 @@ describe('SSO domains', () => {
     expect(answers.map((r) => r.status).sort()).toEqual([200, 409]);
     const refused = answers.find((r) => r.status === 409)!;
     expect(((await refused.json()) as { code: string }).code).toBe('DOMAIN_TAKEN');
-    const owners = await t.database.withOwner((owner) =>
-      owner
-        .selectFrom('sso_domains')
-        .select('tenant_id')
-        .where('domain', '=', name)
-        .where('verified_at', 'is not', null)
-        .execute(),
-    );
+    // Read as the schema owner in each organization (row-level security binds the owner on PostgreSQL).
+    const verifiedIn = (tenantId: string) =>
+      asOwnerInTenant(t, tenantId, (trx) =>
+        trx
+          .selectFrom('sso_domains')
+          .select('id')
+          .where('tenant_id', '=', tenantId)
+          .where('domain', '=', name)
+          .where('verified_at', 'is not', null)
+          .execute(),
+      );
+    const owners = [...(await verifiedIn(org.id)), ...(await verifiedIn(other.id))];
     expect(owners).toHaveLength(1);
   });
 
