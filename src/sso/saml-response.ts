@@ -127,16 +127,24 @@ function signedElement(canonical: string, id: string, local: string): Element {
   return element;
 }
 
-function checkInResponseTo(found: (string | null)[], expected: string | null): void {
-  const present = found.filter((value): value is string => value !== null && value !== '');
+/**
+ * InResponseTo binds the response to this sign-in's request. It counts only
+ * where a signature covers it (the signed Response, or the signed
+ * assertion's bearer confirmation): an unsolicited assertion must not become
+ * an answer to our request by an attribute added to an unsigned Response.
+ * Every value present, signed or not, must be the expected one.
+ */
+function checkInResponseTo(signed: (string | null)[], unsigned: string | null, expected: string | null): void {
+  const present = (values: (string | null)[]) => values.filter((v): v is string => v !== null && v !== '');
+  const all = present([...signed, unsigned]);
   if (expected === null) {
-    if (present.length > 0) throw invalidResponse('an answer to a request this sign-in did not send');
+    if (all.length > 0) throw invalidResponse('an answer to a request this sign-in did not send');
     return;
   }
-  if (present.length === 0) {
+  if (all.some((value) => value !== expected)) throw invalidResponse('an answer to another request');
+  if (present(signed).length === 0) {
     throw new SsoFlowError('idp_initiated_refused', 'SAML response refused: unsolicited (IdP-initiated) response');
   }
-  if (present.some((value) => value !== expected)) throw invalidResponse('an answer to another request');
 }
 
 /** Validates a posted SAMLResponse; throws SsoFlowError ('invalid_response', 'idp_error', 'idp_initiated_refused'). */
@@ -180,7 +188,11 @@ export async function validateSamlResponse(input: ValidateSamlResponseInput): Pr
     throw invalidResponse("the Response's Issuer is not the IdP of this connection");
   const destination = outer.getAttribute('Destination');
   if (destination !== null && destination !== sp.acsUrl) throw invalidResponse('the Destination is not our ACS URL');
-  checkInResponseTo([outer.getAttribute('InResponseTo'), content.inResponseTo], input.expectedRequestId);
+  checkInResponseTo(
+    [signedResponse?.getAttribute('InResponseTo') ?? null, content.inResponseTo],
+    response.getAttribute('InResponseTo'),
+    input.expectedRequestId,
+  );
 
   // samlify verifies a signature without KeyInfo with the first certificate only: give it the ones that verified.
   const second = idpEntity({ entityId: idp.entityId, certificates: [...verifiedWith] });

@@ -413,6 +413,12 @@ describe('validateSamlResponse', () => {
       await refusedWith(validate(foreign), 'invalid_response', /another request/);
       const unsolicited = await idp.respond({ acsUrl: sp.acsUrl, spEntityId: sp.entityId, email: 'ada@acme.example' });
       await refusedWith(validate(unsolicited), 'idp_initiated_refused', /unsolicited/);
+      // An unsolicited signed assertion, our request id added to its unsigned Response: still unsolicited.
+      const bound = Buffer.from(unsolicited, 'base64')
+        .toString('utf8')
+        .replace('<samlp:Response ', `<samlp:Response InResponseTo="${requestId}" `);
+      expect(liveSignature(Buffer.from(bound).toString('base64'), idp.key.certificatePem)).toBe(true);
+      await refusedWith(validate(Buffer.from(bound).toString('base64')), 'idp_initiated_refused', /unsolicited/);
       // IdP-initiated allowed: an InResponseTo is then an answer to a request this sign-in did not send.
       await refusedWith(validate(await respond(), { expectedRequestId: null }), 'invalid_response', /did not send/);
     });
