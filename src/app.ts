@@ -42,8 +42,9 @@ import { webhookRoutes } from './routes/webhooks.js';
 import type { Clock } from './shared/clock.js';
 import type { Config } from './shared/config.js';
 import type { Logger } from './shared/logger.js';
-import { createSecretBox as sealedUnder } from './shared/secret-box.js';
 import type { AppEnv } from './shared/types.js';
+import { ssoSecretBox } from './sso/connection-settings.js';
+import { ssoFetchPolicy } from './sso/fetch.js';
 import { createSecretBox } from './webhooks/secrets.js';
 import { type UrlPolicy, urlPolicyFor } from './webhooks/url-policy.js';
 
@@ -96,7 +97,8 @@ export interface CreateAppOptions {
 export function createApp(deps: AppDeps, options: CreateAppOptions = {}) {
   const { config, database, rateLimitStore, logger, clock = () => new Date() } = deps;
   const db = database.db;
-  const ssoFetch = options.ssoFetch ?? fetch;
+  // docs/sso.md "Addresses": one policy for discovery, sign-in's token and key requests alike.
+  const ssoPolicy = ssoFetchPolicy(config, options.ssoFetch ?? fetch, options.resolveHost);
   // docs/security.md "Mail budgets": every mail the service sends counts against its recipient's budgets.
   const provider = options.mailer ?? createMailer({ config, logger });
   const mailer = config.rateLimit.enabled
@@ -111,7 +113,7 @@ export function createApp(deps: AppDeps, options: CreateAppOptions = {}) {
     clock,
     // How each library path marks the sessions it creates: declared by the library routes' rows.
     sessionPaths: LIBRARY_SESSION_PATHS,
-    ssoFetch,
+    ssoPolicy,
   });
   const readCookieCache = createCookieCacheVerifier(config);
 
@@ -194,14 +196,8 @@ export function createApp(deps: AppDeps, options: CreateAppOptions = {}) {
     ssoConnectionRoutes({
       db,
       authUrl: config.auth.url,
-      // The key derivation's label never changes: stored client secrets depend on it.
-      secrets: sealedUnder(config.auth.secret, 'gatehouse sso client secrets v1'),
-      policy: {
-        fetch: ssoFetch,
-        allowPrivateUrls: config.sso.allowPrivateUrls,
-        httpsOnly: config.webhooks.httpsOnly,
-        resolve: options.resolveHost,
-      },
+      secrets: ssoSecretBox(config.auth.secret),
+      policy: ssoPolicy,
     }),
   );
   // No resolver given: every check fails as a lookup that proved nothing (the entries always give one).

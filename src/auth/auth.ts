@@ -10,6 +10,7 @@ import type { Clock } from '../shared/clock.js';
 import type { Config } from '../shared/config.js';
 import { describeError } from '../shared/errors.js';
 import type { Logger } from '../shared/logger.js';
+import { type SsoFetchPolicy, ssoFetchPolicy } from '../sso/fetch.js';
 import { accountEvents } from './account-events.js';
 import type { Mailer } from './email.js';
 import { emails } from './email-templates.js';
@@ -59,8 +60,8 @@ export interface AuthDeps {
    * for a user with two-factor and proves nothing (fail closed).
    */
   sessionPaths?: SessionPaths;
-  /** How single sign-on reaches identity providers (docs/sso.md "Addresses"). */
-  ssoFetch?: typeof fetch;
+  /** How single sign-on reaches identity providers (docs/sso.md "Addresses"); default: the global fetch under the configured rules. */
+  ssoPolicy?: SsoFetchPolicy;
 }
 
 /**
@@ -76,7 +77,7 @@ export function createAuth({
   background = (task) => void task,
   clock = () => new Date(),
   sessionPaths = new Map(),
-  ssoFetch = fetch,
+  ssoPolicy = ssoFetchPolicy(config, fetch),
 }: AuthDeps) {
   const send = async (message: Parameters<Mailer['send']>[0]) => mailer.send(message);
   // A send whose failure the mailer has already logged (email.send_failed).
@@ -206,7 +207,7 @@ export function createAuth({
       }),
       ...secondFactorPlugins(config),
       // docs/sso.md "Sign-in": its endpoints create sessions as the library's own sign-ins do.
-      ssoPlugin({ config, db, clock, logger, ssoFetch }),
+      ssoPlugin({ config, db, clock, logger, policy: ssoPolicy }),
       account.plugin,
     ],
     rateLimit: { enabled: false },

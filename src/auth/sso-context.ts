@@ -3,7 +3,7 @@ import type { Database } from '../db/database.js';
 import type { Clock } from '../shared/clock.js';
 import type { Config } from '../shared/config.js';
 import type { Logger } from '../shared/logger.js';
-import { createSecretBox } from '../shared/secret-box.js';
+import { spUrls, ssoSecretBox } from '../sso/connection-settings.js';
 import type { SsoFetchPolicy } from '../sso/fetch.js';
 
 /** What single sign-on's sign-in is built from (src/auth/sso-plugin.ts), and what its protocol halves share. */
@@ -13,34 +13,27 @@ export interface SsoDeps {
   db: Kysely<Database>;
   clock: Clock;
   logger: Logger;
-  ssoFetch: typeof fetch;
+  /** How the service reaches identity providers (docs/sso.md "Addresses"): the management routes' own policy. */
+  policy: SsoFetchPolicy;
 }
 
 /** What a flow module needs: the connection's service-provider addresses and the outbound policy. */
 export interface SsoContext extends SsoDeps {
-  policy: SsoFetchPolicy;
   openSecret(sealed: string): Promise<string>;
   redirectUri(connectionId: string): string;
   samlSp(connectionId: string): { entityId: string; acsUrl: string };
 }
 
 export function ssoContext(deps: SsoDeps): SsoContext {
-  const { config } = deps;
-  const base = config.auth.url;
-  const secrets = createSecretBox(config.auth.secret, 'gatehouse sso client secrets v1');
+  const urls = spUrls(deps.config.auth.url);
+  const secrets = ssoSecretBox(deps.config.auth.secret);
   return {
     ...deps,
-    // docs/sso.md "Addresses": the rules discovery follows hold for every request of a sign-in.
-    policy: {
-      fetch: deps.ssoFetch,
-      allowPrivateUrls: config.sso.allowPrivateUrls,
-      httpsOnly: config.webhooks.httpsOnly,
-    },
     openSecret: (sealed) => secrets.open(sealed),
-    redirectUri: (id) => `${base}/api/auth/sso/callback/${id}`,
-    samlSp: (id) => ({
-      entityId: `${base}/api/sso/connections/${id}/saml-metadata`,
-      acsUrl: `${base}/api/auth/sso/saml2/callback/${id}`,
-    }),
+    redirectUri: (id) => urls(id).redirectUri,
+    samlSp: (id) => {
+      const { entityId, acsUrl } = urls(id);
+      return { entityId, acsUrl };
+    },
   };
 }

@@ -10,8 +10,7 @@ import { describeError } from '../shared/errors.js';
 import { createLogger } from '../shared/logger.js';
 import { delivererFor } from '../webhooks/deliverer.js';
 import { startDeliveryLoop } from '../webhooks/loop.js';
-import { pinnedFetch } from '../webhooks/pinned-fetch.js';
-import type { WebhookFetch } from '../webhooks/send.js';
+import { type PinnedFetch, pinnedFetch } from '../webhooks/pinned-fetch.js';
 import { createRateLimitStore, logConfigWarnings, openConfiguredDatabase } from './deps.js';
 import { answerClientErrors, LISTENER_OPTIONS, nodeClientIp } from './node-listener.js';
 
@@ -40,14 +39,14 @@ const resolveHost = async (host: string) => {
  * policy checked at connect time (docs/sso.md "Addresses"), never one a
  * second lookup answered. Redirects are not followed (node:http never does).
  */
-function pinnedSsoFetch(pinned: WebhookFetch): typeof fetch {
+function pinnedSsoFetch(pinned: PinnedFetch): typeof fetch {
   return async (input, init = {}) => {
     const url = new URL(input instanceof Request ? input.url : String(input));
     const headers = Object.fromEntries(new Headers(init.headers).entries());
     if (init.body instanceof URLSearchParams)
       headers['content-type'] ??= 'application/x-www-form-urlencoded;charset=UTF-8';
-    const method = (init.method ?? 'GET').toUpperCase() as 'POST';
-    const body = init.body == null ? '' : String(init.body);
+    const method = (init.method ?? 'GET').toUpperCase();
+    const body = init.body == null ? undefined : String(init.body);
     return pinned(url, { method, headers, body, signal: init.signal ?? AbortSignal.timeout(10_000) });
   };
 }

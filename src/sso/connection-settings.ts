@@ -7,7 +7,7 @@
  */
 import type { ConnectionChanges } from '../db/queries/sso-connections.js';
 import type { SsoRoleMapping } from '../db/sso-tables.js';
-import type { SecretBox } from '../shared/secret-box.js';
+import { createSecretBox, type SecretBox } from '../shared/secret-box.js';
 import { SsoConfigError } from './errors.js';
 import type { SsoFetchPolicy } from './fetch.js';
 import { discoverOidc } from './oidc.js';
@@ -119,4 +119,9 @@ export function spUrls(authUrl: string) {
     const acsUrl = `${base}/api/auth/sso/saml2/callback/${id}`;
     return { redirectUri: `${base}/api/auth/sso/callback/${id}`, entityId: metadataUrl, acsUrl, metadataUrl };
   };
+}
+
+/** Client secrets at rest: sealed under AUTH_SECRET with their own key (the label never changes: stored secrets depend on it). */
+export function ssoSecretBox(authSecret: string): SecretBox {
+  return createSecretBox(authSecret, 'gatehouse sso client secrets v1');
 }

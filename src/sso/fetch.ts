@@ -11,6 +11,8 @@
  * body arrives (a Content-Length can lie or be absent). Only fetch and the
  * web streams: Node and Workers alike.
  */
+
+import type { Config } from '../shared/config.js';
 import { checkWebhookUrl } from '../webhooks/url-policy.js';
 
 export interface SsoFetchPolicy {
@@ -24,6 +26,15 @@ export interface SsoFetchPolicy {
   resolve?: (host: string) => Promise<string[]>;
   /** Milliseconds a request may take, its body included; default SSO_FETCH_TIMEOUT_MS. */
   timeoutMs?: number;
+}
+
+/** The rules of docs/sso.md "Addresses" from the configuration: private addresses as SSO_ALLOW_PRIVATE_URLS says, https only in production. */
+export function ssoFetchPolicy(
+  config: Pick<Config, 'sso' | 'webhooks'>,
+  fetch: typeof globalThis.fetch,
+  resolve?: SsoFetchPolicy['resolve'],
+): SsoFetchPolicy {
+  return { fetch, allowPrivateUrls: config.sso.allowPrivateUrls, httpsOnly: config.webhooks.httpsOnly, resolve };
 }
 
 export const SSO_FETCH_TIMEOUT_MS = 5_000;

@@ -13,11 +13,16 @@ import { Agent as HttpAgent, request as httpRequest } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import type { LookupFunction } from 'node:net';
 import { Readable } from 'node:stream';
-import type { WebhookFetch } from './send.js';
 import { isPrivateAddress, type UrlPolicy } from './url-policy.js';
 
 /** Statuses whose answer has no body (the Response constructor refuses one). */
 const NULL_BODY = new Set([101, 204, 205, 304]);
+
+/** A request over the pinned transport: a body only where there is one (a GET sends no Content-Length). */
+export type PinnedFetch = (
+  url: URL,
+  init: { method: string; headers: Record<string, string>; body?: string; signal: AbortSignal },
+) => Promise<Response>;
 
 export function pinnedFetch({
   resolve,
@@ -25,7 +30,7 @@ export function pinnedFetch({
 }: {
   resolve: NonNullable<UrlPolicy['resolve']>;
   allowPrivate?: boolean;
-}): WebhookFetch {
+}): PinnedFetch {
   const lookup: LookupFunction = (hostname, options, callback) => {
     resolve(hostname).then(
       (addresses) => {
@@ -64,7 +69,7 @@ export function pinnedFetch({
       const https = url.protocol === 'https:';
       const request = (https ? httpsRequest : httpRequest)(url, {
         method,
-        headers: { ...headers, 'content-length': String(Buffer.byteLength(body)) },
+        headers: body === undefined ? headers : { ...headers, 'content-length': String(Buffer.byteLength(body)) },
         agent: https ? agents.https : agents.http,
         lookup,
         signal,

@@ -91,6 +91,21 @@ describe('pinned webhook transport (Node)', () => {
     });
   });
 
+  it('sends a GET without a body or Content-Length (identity providers: discovery, keys)', async () => {
+    const hook = await receiver(() => ({ status: 200, body: '{"keys":[]}' }));
+    const send = pinnedFetch({ resolve: async () => ['127.0.0.1'], allowPrivate: true });
+    const answer = await send(new URL(named(hook, 'idp.test.example')), {
+      method: 'GET',
+      headers: { accept: 'application/json' },
+      signal: AbortSignal.timeout(5000),
+    });
+    expect(await answer.text()).toBe('{"keys":[]}');
+    expect(hook.received).toHaveLength(1);
+    expect(hook.received[0]!.body).toBe('');
+    expect(hook.received[0]!.headers['content-length']).toBeUndefined();
+    expect(hook.received[0]!.headers['transfer-encoding']).toBeUndefined();
+  });
+
   it("gives up when its signal aborts (the deliverer's timeout and shutdown)", async () => {
     const hook = await receiver(() => 'hang');
     const send = pinnedFetch({ resolve: async () => ['127.0.0.1'], allowPrivate: true });
