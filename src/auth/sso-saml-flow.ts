@@ -7,6 +7,12 @@ import type { SsoIdentity } from './sso-provision.js';
 /** A SAML 2.0 connection's half of single sign-on (src/auth/sso-plugin.ts; the protocol: src/sso/saml.ts). */
 
 const CLOCK_SKEW_SECONDS = 60;
+/**
+ * A transient NameID changes at every sign-in (SAML 2.0 Core 8.3.8): it names
+ * no one twice, so the link's subject is then the address (at the
+ * organization's verified domain, which is the proof either way).
+ */
+const TRANSIENT = 'urn:oasis:names:tc:SAML:2.0:nameid-format:transient';
 /** Attributes IdPs commonly send the person's name in (Entra ID, Okta, Google Workspace). */
 const NAME_ATTRIBUTES = [
   'displayName',
@@ -61,7 +67,7 @@ export async function completeSaml(
   });
   const name = NAME_ATTRIBUTES.map((attribute) => result.attributes[attribute]?.[0]).find(Boolean);
   return {
-    subject: result.nameId,
+    subject: result.nameIdFormat === TRANSIENT ? result.email : result.nameId,
     email: result.email,
     name,
     claims: result.attributes,

@@ -161,6 +161,22 @@ describe('single sign-on over SAML', () => {
     expect(added.map((row) => [row.metadata.via, row.metadata.roleId])).toEqual([['sso', member.id]]);
   });
 
+  it('a transient NameID (new at every sign-in): linked by the address, the same account and one link each time', async () => {
+    const email = `transient-${crypto.randomUUID().slice(0, 8)}@${domain}`;
+    const transient = 'urn:oasis:names:tc:SAML:2.0:nameid-format:transient';
+    for (let i = 0; i < 2; i += 1) {
+      const { location, jar } = await signIn(email, {
+        nameId: `_${crypto.randomUUID()}`,
+        nameIdFormat: transient,
+        attributes: { email },
+      });
+      expect(location).toBe('/app');
+      expect((await sessionOf(jar))?.user.email).toBe(email);
+    }
+    const user = (await userRow(email))!;
+    expect(await accountsOf(user.id)).toEqual([{ provider_id: `sso:${connectionId}`, account_id: email }]);
+  });
+
   it('an existing password account is linked; a mapped attribute sets the role', async () => {
     const existing = await signedInUser(t, { email: `${crypto.randomUUID().slice(0, 8)}@${domain}` });
     const mappedDomain = `${uniqueSlug('mapped')}.test`;
