@@ -2,13 +2,14 @@
 // screens, one status line. Open http://localhost:3000 after `npm start` and
 // `npm run example` (README "Quick start").
 import { api, must } from './clients.js';
-import { account } from './screens/account.js';
+import { account, ssoReturn } from './screens/account.js';
 import { apiKeys } from './screens/api-keys.js';
 import { auditLog } from './screens/audit-log.js';
 import { members } from './screens/members.js';
 import { organizations } from './screens/organizations.js';
 import { roles } from './screens/roles.js';
 import { security } from './screens/security.js';
+import { sso } from './screens/sso.js';
 import { webhooks } from './screens/webhooks.js';
 import { refresh, setRenderer } from './session.js';
 import { confirmIdentity } from './step-up.js';
@@ -23,6 +24,7 @@ const SCREENS: Record<string, { title: string; render: Screen }> = {
   'audit-log': { title: 'Audit log', render: auditLog },
   webhooks: { title: 'Webhooks', render: webhooks },
   security: { title: 'Security', render: security },
+  sso: { title: 'Single sign-on', render: sso },
 };
 
 const route = () => {
@@ -72,7 +74,10 @@ setRenderer(show);
 setStepUpPrompt(confirmIdentity);
 
 // The verification link lands here (the sign-up's callbackURL): better-auth adds ?error=… when it failed.
+// A single sign-on returns to `/?sso=1` (no hash: the Account screen), which says how it went.
 const params = new URLSearchParams(location.search);
-if (params.get('error')) $('notice').textContent = `Verification failed: ${params.get('error')}`;
+if (ssoReturn(params)) {
+  // Shown by the Account screen: the notice, or the second-factor form.
+} else if (params.get('error')) $('notice').textContent = `Verification failed: ${params.get('error')}`;
 else if (params.get('verified')) $('notice').textContent = 'Email verified';
 void action('load', refresh);

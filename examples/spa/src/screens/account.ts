@@ -1,6 +1,7 @@
 // Signed out: sign up (the verification link is mailed; in development the
-// API prints it in its log), sign in with a password, a magic link, a passkey
-// or a provider, and the second factor when the account has one. Signed in:
+// API prints it in its log), sign in with a password, a magic link, a passkey,
+// a provider or the organization's single sign-on, and the second factor when
+// the account has one. Signed in:
 // the profile, the data export, and scheduling (or cancelling) the deletion.
 import { api, auth, must } from '../clients.js';
 import { refresh, session } from '../session.js';
@@ -11,6 +12,36 @@ let secondFactorPending = false;
 let notice = '';
 
 const back = () => `${location.origin}/`;
+
+/** Marks the page the identity provider sends the browser back to (with a session, or `?error=<code>`). */
+const SSO_RETURN = 'sso';
+
+/** Why a single sign-on came back without a session: the `?error=<code>` of the return. */
+const SSO_ERRORS: Record<string, string> = {
+  invalid_request: 'the sign-in request was not valid',
+  invalid_state: 'the sign-in expired or was used already; start again',
+  idp_error: 'the identity provider refused or could not be reached',
+  invalid_response: "the identity provider's answer did not pass the checks",
+  replayed: 'that answer from the identity provider was used already',
+  domain_not_allowed: "the address is not at a verified domain of the connection's organization",
+  idp_initiated_refused: 'sign-ins started at the identity provider are not accepted: start here',
+  connection_disabled: 'the organization turned this connection off',
+  account_unavailable: 'this account cannot sign in through single sign-on',
+};
+
+/**
+ * The return from the identity provider (the page's query, read once by
+ * main.ts): false when it is not one. `?error=<code>`: no session, a notice;
+ * `?twoFactorRedirect=true`: the account has two-factor on and the IdP did
+ * not ask for it, so the second factor completes the sign-in.
+ */
+export function ssoReturn(params: URLSearchParams): boolean {
+  if (!params.has(SSO_RETURN)) return false;
+  const error = params.get('error');
+  if (error) notice = `Single sign-on failed: ${error} (${SSO_ERRORS[error] ?? 'unknown error'})`;
+  else if (params.get('twoFactorRedirect') === 'true') secondFactorPending = true;
+  return true;
+}
 
 export const account: Screen = async (root) => {
   const message = h('p', { id: 'account-notice' }, notice);
@@ -69,6 +100,18 @@ export const account: Screen = async (root) => {
           await must(api.POST('/api/auth/sign-in/magic-link', { body: { email, callbackURL: back() } }));
           notice = `Check ${email} for the sign-in link.`;
           await refresh();
+        },
+      ),
+      form(
+        'sso-signin-form',
+        'sign in with SSO',
+        [{ name: 'email', label: 'Work email (single sign-on)', type: 'email', autocomplete: 'username' }],
+        async ({ email }) => {
+          // 404 NOT_FOUND: no enabled connection serves the address's domain. Both ways back land here.
+          const returnTo = `${back()}?${SSO_RETURN}=1`;
+          const body = { email, callbackURL: returnTo, errorCallbackURL: returnTo };
+          const { url } = await must(api.POST('/api/auth/sign-in/sso', { body }));
+          location.assign(url);
         },
       ),
       h(
