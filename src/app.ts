@@ -98,7 +98,9 @@ export function createApp(deps: AppDeps, options: CreateAppOptions = {}) {
   const { config, database, rateLimitStore, logger, clock = () => new Date() } = deps;
   const db = database.db;
   // docs/sso.md "Addresses": one policy for discovery, sign-in's token and key requests alike.
-  const ssoPolicy = ssoFetchPolicy(config, options.ssoFetch ?? fetch, options.resolveHost);
+  // Called as `policy.fetch(…)`: workerd refuses its fetch called with another `this`.
+  const ssoFetch = options.ssoFetch ?? ((input: RequestInfo | URL, init?: RequestInit) => fetch(input, init));
+  const ssoPolicy = ssoFetchPolicy(config, ssoFetch, options.resolveHost);
   // docs/security.md "Mail budgets": every mail the service sends counts against its recipient's budgets.
   const provider = options.mailer ?? createMailer({ config, logger });
   const mailer = config.rateLimit.enabled

@@ -104,10 +104,8 @@ function runtimeFor(env: Bindings): Runtime | ConfigError {
           background: (task) => scope.keep(task),
           // Sent on the request's connection after its answer; the cron trigger sends what this does not.
           deliverWebhooks: () => deliver(AFTER_RESPONSE_BUDGET_MS),
-          // Identity providers are reached with the global fetch (Cloudflare's egress reaches no private address),
-          // called as a plain function: the SSO modules call it as `policy.fetch(…)`, and workerd refuses its
-          // fetch with another `this` ("Illegal invocation").
-          ssoFetch: (input, init) => fetch(input, init),
+          // Identity providers are reached with createApp's default, the global fetch (Cloudflare's egress
+          // reaches no private address).
           resolveTxt: workerTxtResolver(config.dns.servers),
         },
       );
