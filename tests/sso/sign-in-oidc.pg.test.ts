@@ -14,6 +14,7 @@ import {
   type TestOrganization,
   uniqueSlug,
 } from '../support/orgs.js';
+import { claimDomain, errorOf, sessionOf as sessionAnswer, userRow as storedUser } from '../support/sso.js';
 import { signedInUser } from '../support/users.js';
 
 /**
@@ -24,11 +25,6 @@ import { signedInUser } from '../support/users.js';
  * (the issuer discovered, the domain proved by a TXT record on a loopback
  * DNS server).
  */
-
-interface SessionAnswer {
-  user: { id: string; email: string; emailVerified?: boolean };
-  session: { id: string; activeOrganizationId: string | null; mfa: boolean; stepUpUntil: string };
-}
 
 describe('single sign-on over OIDC', () => {
   let t: TestApp;
@@ -70,16 +66,8 @@ describe('single sign-on over OIDC', () => {
   }
 
   /** A domain claimed through POST /api/sso/domains and, unless told otherwise, verified by its TXT record. */
-  async function verifyDomain(organization: TestOrganization, name: string, verified = true) {
-    const jar = organization.owner.jar;
-    const claimed = await expectStatus<{ id: string; txtName: string; txtValue: string }>(
-      await call(t, '/api/sso/domains', { body: { domain: name }, jar }),
-      201,
-    );
-    if (!verified) return;
-    dns.records.set(claimed.txtName, [claimed.txtValue]);
-    await expectStatus(await call(t, `/api/sso/domains/${claimed.id}/verify`, { method: 'POST', jar }), 200);
-  }
+  const verifyDomain = (organization: TestOrganization, name: string, verified = true) =>
+    claimDomain(t, dns, organization, name, verified);
 
   async function setEnabled(organization: TestOrganization, id: string, enabled: boolean) {
     const patched = await call(t, `/api/sso/connections/${id}`, {
@@ -109,12 +97,8 @@ describe('single sign-on over OIDC', () => {
         owner.selectFrom('sessions').select('step_up_at').where('id', '=', sessionId).executeTakeFirstOrThrow(),
       )
     ).step_up_at;
-  const sessionOf = async (jar: CookieJar) =>
-    expectStatus<SessionAnswer | null>(await call(t, '/api/session', { jar }), 200);
-  const userRow = (email: string) =>
-    t.database.withOwner((owner) =>
-      owner.selectFrom('users').selectAll().where('email', '=', email).executeTakeFirst(),
-    );
+  const sessionOf = (jar: CookieJar) => sessionAnswer(t, jar);
+  const userRow = (email: string) => storedUser(t, email);
   const accountsOf = (userId: string) =>
     t.database.withOwner((owner) =>
       owner
@@ -462,7 +446,7 @@ describe('single sign-on over OIDC', () => {
       await refused(refusal(wrong, next.jar), 'invalid_state', '/oops');
       // Consumed by the refusal: not usable at its own connection either, even from the browser that started it.
       const late = await call(t, pathOf(next.callback), { jar: nextBrowser });
-      expect(new URL(late.headers.get('location')!, 'http://x').searchParams.get('error')).toBe('invalid_state');
+      expect(errorOf(late.headers.get('location')!)).toBe('invalid_state');
     });
 
     it('a callback brought to another browser (login CSRF): refused, and the flow is spent', async () => {
@@ -473,7 +457,7 @@ describe('single sign-on over OIDC', () => {
       const lured = await call(t, pathOf(started.callback), { jar: victim });
       await refused(refusal(lured, victim), 'invalid_state', t.config.auth.appUrl);
       const own = await call(t, pathOf(started.callback), { jar: started.jar });
-      expect(new URL(own.headers.get('location')!, 'http://x').searchParams.get('error')).toBe('invalid_state');
+      expect(errorOf(own.headers.get('location')!)).toBe('invalid_state');
       expect(await userRow(attacker.email)).toBeUndefined();
     });
 

@@ -6,6 +6,7 @@ import { APP_ORIGIN, CookieJar, call, expectError, expectStatus } from '../suppo
 import { completeWithTotp, enableTotp } from '../support/mfa.js';
 import { auditRows, createOrganization, roleBySlug, type TestOrganization, uniqueSlug } from '../support/orgs.js';
 import { createSamlIdp, createSigningKey, type RespondOptions, type TestSamlIdp } from '../support/saml-idp.js';
+import { claimDomain, errorOf, sessionOf as sessionAnswer, userRow as storedUser } from '../support/sso.js';
 import { signedInUser } from '../support/users.js';
 
 /**
@@ -17,11 +18,6 @@ import { signedInUser } from '../support/users.js';
  */
 
 const IDP_ORIGIN = 'https://idp.test';
-
-interface SessionAnswer {
-  user: { id: string; email: string };
-  session: { id: string; activeOrganizationId: string | null; mfa: boolean; stepUpUntil: string };
-}
 
 describe('single sign-on over SAML', () => {
   let t: TestApp;
@@ -57,15 +53,8 @@ describe('single sign-on over SAML', () => {
     expectStatus(await call(t, `/api/sso/connections/${id}`, { method: 'DELETE', jar: organization.owner.jar }), 200);
 
   /** A domain claimed through POST /api/sso/domains and verified by its TXT record. */
-  async function verifyDomain(organization: TestOrganization, name: string) {
-    const jar = organization.owner.jar;
-    const claimed = await expectStatus<{ id: string; txtName: string; txtValue: string }>(
-      await call(t, '/api/sso/domains', { body: { domain: name }, jar }),
-      201,
-    );
-    dns.records.set(claimed.txtName, [claimed.txtValue]);
-    await expectStatus(await call(t, `/api/sso/domains/${claimed.id}/verify`, { method: 'POST', jar }), 200);
-  }
+  const verifyDomain = (organization: TestOrganization, name: string, verified = true) =>
+    claimDomain(t, dns, organization, name, verified);
 
   const acsPath = (id: string) => `/api/auth/sso/saml2/callback/${id}`;
   const sp = (id: string) => ({
@@ -108,17 +97,12 @@ describe('single sign-on over SAML', () => {
     return post(connectionId, { SAMLResponse: samlResponse, RelayState: relayState }, jar);
   }
 
-  const sessionOf = async (jar: CookieJar) =>
-    expectStatus<SessionAnswer | null>(await call(t, '/api/session', { jar }), 200);
-  const userRow = (email: string) =>
-    t.database.withOwner((owner) =>
-      owner.selectFrom('users').selectAll().where('email', '=', email).executeTakeFirst(),
-    );
+  const sessionOf = (jar: CookieJar) => sessionAnswer(t, jar);
+  const userRow = (email: string) => storedUser(t, email);
   const accountsOf = (userId: string) =>
     t.database.withOwner((owner) =>
       owner.selectFrom('accounts').select(['provider_id', 'account_id']).where('user_id', '=', userId).execute(),
     );
-  const errorOf = (location: string) => new URL(location, 'http://relative.invalid').searchParams.get('error');
 
   async function refused(result: { response: Response; jar: CookieJar; location: string }, code: string) {
     expect(result.response.status).toBe(302);
