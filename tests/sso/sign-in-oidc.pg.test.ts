@@ -367,6 +367,27 @@ describe('single sign-on over OIDC', () => {
     });
   });
 
+  it("disabling the connection ends the sessions it created, and deleting it too; the person's other sessions stay", async () => {
+    const own = `${uniqueSlug('ending')}.test`;
+    const ending = await createOrganization(t, await signedInUser(t, { email: `owner@${own}` }));
+    await verifyDomain(ending, own);
+    const id = await insertConnection(ending);
+    const who = person('ending', {}, own);
+    const first = await signIn(who);
+    expect((await sessionOf(first.jar))?.session.activeOrganizationId).toBe(ending.id);
+    const owner = await sessionOf(ending.owner.jar);
+
+    await setEnabled(ending, id, false);
+    expect(await sessionOf(first.jar)).toBeNull();
+    expect((await sessionOf(ending.owner.jar))?.session.id).toBe(owner?.session.id);
+
+    await setEnabled(ending, id, true);
+    const second = await signIn(who);
+    expect(await sessionOf(second.jar)).not.toBeNull();
+    await expectStatus(await call(t, `/api/sso/connections/${id}`, { method: 'DELETE', jar: ending.owner.jar }), 200);
+    expect(await sessionOf(second.jar)).toBeNull();
+  });
+
   describe('refusals: a redirect with ?error=<code>, no session, nothing written', () => {
     const refused = async (
       result: { response: Response; jar: CookieJar; location: string },
