@@ -228,6 +228,30 @@ describe('single sign-on over SAML', () => {
       expect(await userRow(victim)).toBeUndefined();
     });
 
+    const past = (seconds: number) => new Date(Date.now() - seconds * 1000);
+    const forgeries: [string, Partial<RespondOptions>][] = [
+      ['unsigned', { sign: 'none' }],
+      ['for another audience', { audience: 'https://another-sp.example/metadata' }],
+      ['for another destination', { destination: 'https://another-sp.example/acs' }],
+      ['for another recipient', { recipient: 'https://another-sp.example/acs' }],
+      ['from another issuer', { issuer: 'https://another-idp.example' }],
+      ['expired', { notOnOrAfter: past(600), subjectNotOnOrAfter: past(600), issueInstant: past(900) }],
+      ['answering another request (a foreign InResponseTo)', { inResponseTo: '_someone-elses-request' }],
+      ['with its assertion moved into a signed ds:Object', { attack: 'xsw-object' }],
+      ['with a second, unsigned assertion before the signed one', { attack: 'xsw-two-assertions' }],
+      ['wrapped in a forged Response', { attack: 'xsw-response' }],
+      ['with a comment cut into the NameID', { attack: 'comment-injection' }],
+    ];
+    for (const [what, options] of forgeries) {
+      it(`a response ${what}: invalid_response, nothing written`, async () => {
+        const email = `${what.replace(/\W+/g, '-')}-${crypto.randomUUID().slice(0, 6)}@${domain}`.toLowerCase();
+        const forgedEmail = `victim-${crypto.randomUUID().slice(0, 8)}@${domain}`;
+        await refused(await signIn(email, { forgedEmail, ...options }), 'invalid_response');
+        expect(await userRow(email)).toBeUndefined();
+        expect(await userRow(forgedEmail)).toBeUndefined();
+      });
+    }
+
     it('an address at a domain the organization has not verified', async () => {
       const email = `someone-${crypto.randomUUID().slice(0, 8)}@elsewhere-${uniqueSlug()}.test`;
       const { url } = await expectStatus<{ url: string }>(
