@@ -4,7 +4,7 @@ import { deleteSessionCookie } from 'better-auth/cookies';
 import { generateRandomString } from 'better-auth/crypto';
 import type { Kysely } from 'kysely';
 import type { Database } from '../db/database.js';
-import { sessionMarksOf } from '../db/queries/session-marks.js';
+import { insertVerification, sessionMarksOf } from '../db/queries/session-marks.js';
 import type { Clock } from '../shared/clock.js';
 import type { Config } from '../shared/config.js';
 import { acceptTotpCode, backupCodeHasher } from './second-factor-codes.js';
@@ -14,6 +14,7 @@ import {
   pendingIdentifier,
   replacedDuringCall,
   type SessionPaths,
+  SSO_HELD_PREFIX,
   sessionMarkHooks,
   ssoSignInDuringCall,
   TWO_FACTOR_COOKIE,
@@ -102,6 +103,12 @@ export function secondFactorHooks({
       identifier: `2fa-attempts-${identifier}`,
       expiresAt,
     });
+    const sso = kind === 'sso' ? ssoSignInDuringCall.get(ctx.context) : undefined;
+    if (sso) {
+      const { connectionId, organizationId } = sso;
+      const value = JSON.stringify({ userId: created.user.id, connectionId, organizationId });
+      await insertVerification(db, { identifier: `${SSO_HELD_PREFIX}${identifier}`, value, expiresAt });
+    }
     await ctx.setSignedCookie(cookie.name, identifier, ctx.context.secret, cookie.attributes);
     const returned = ctx.context.returned;
     const location =

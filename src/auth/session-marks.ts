@@ -1,8 +1,16 @@
 import type { BetterAuthOptions, GenericEndpointContext } from 'better-auth';
 import { APIError } from 'better-auth/api';
 import type { Kysely } from 'kysely';
+import { runInTransaction } from '../db/ambient.js';
 import type { Database } from '../db/database.js';
-import { hasPassword, insertVerification, takeVerification, twoFactorEnabled } from '../db/queries/session-marks.js';
+import {
+  hasPassword,
+  insertVerification,
+  takeVerification,
+  takeVerificationValue,
+  twoFactorEnabled,
+} from '../db/queries/session-marks.js';
+import { connectionById } from '../db/queries/sso-flows.js';
 import type { Clock } from '../shared/clock.js';
 
 /**
@@ -43,7 +51,17 @@ type EndpointContext = Pick<GenericEndpointContext, 'context' | 'getSignedCookie
 /** The tokens of sessions created during one endpoint call (the endpoint and its hooks share `ctx.context`). */
 export const createdDuringCall = new WeakMap<object, Set<string>>();
 /** What the single sign-on endpoint tells the hooks about the connection that signs the user in. */
-export const ssoSignInDuringCall = new WeakMap<object, { mfaAtIdp: boolean }>();
+export const ssoSignInDuringCall = new WeakMap<
+  object,
+  { mfaAtIdp: boolean; connectionId: string; organizationId: string }
+>();
+/**
+ * Beside a single sign-on held back for the account's own second factor:
+ * the connection and organization of the session it would have been, which
+ * the completing second factor's session takes (it is still the connection's
+ * session: requireSso counts it, disabling the connection ends it).
+ */
+export const SSO_HELD_PREFIX = 'sso-held-';
 /** The marks of the session a replacing call replaces, read before the call ends it (change-password deletes it first). */
 export const replacedDuringCall = new WeakMap<object, { mfa: boolean; step_up_at: Date | null }>();
 
@@ -67,6 +85,26 @@ export function sessionMarkHooks({
   const takeFirstFactorProof = async (ctx: GenericEndpointContext, userId: string): Promise<boolean> => {
     const identifier = await pendingIdentifier(ctx);
     return identifier ? takeVerification(db, `${PROOF_PREFIX}${identifier}`, userId) : false;
+  };
+
+  /** What a held-back single sign-on left for the session that completes it (SSO_HELD_PREFIX), taken once. */
+  const takeHeldSso = async (
+    ctx: GenericEndpointContext,
+    userId: string,
+  ): Promise<{ activeOrganizationId?: string; ssoConnectionId?: string }> => {
+    const identifier = await pendingIdentifier(ctx);
+    const held = identifier ? await takeVerificationValue(db, `${SSO_HELD_PREFIX}${identifier}`) : null;
+    if (!held) return {};
+    const { userId: heldFor, connectionId, organizationId } = JSON.parse(held) as Record<string, string>;
+    if (heldFor !== userId) return {};
+    // Disabled or deleted meanwhile: its sessions have ended, and this one is never made.
+    const connection = await runInTransaction(db, (trx) => connectionById(trx, connectionId!));
+    if (!connection?.enabled)
+      throw APIError.from('FORBIDDEN', {
+        code: 'SSO_CONNECTION_DISABLED',
+        message: 'The single sign-on connection of this sign-in is disabled',
+      });
+    return { activeOrganizationId: organizationId, ssoConnectionId: connectionId };
   };
 
   /** The step-up proof a new session carries, if any (src/auth/second-factor.ts). */
@@ -104,12 +142,13 @@ export function sessionMarkHooks({
           // Completing two-factor enrollment replaces the caller's session and keeps its proof.
           if (kind === 'second-factor' && ctx.context.session) return { data: { mfa: true } };
           if (kind) {
+            const carried = kind === 'second-factor' ? await takeHeldSso(ctx, session.userId) : {};
             const stepUpAt = await proofOf(kind, session.userId, ctx);
             const multiFactor =
               kind === 'second-factor' ||
               kind === 'passkey' ||
               (kind === 'sso' && ssoSignInDuringCall.get(ctx.context)?.mfaAtIdp === true);
-            return { data: multiFactor ? { mfa: true, stepUpAt } : { stepUpAt } };
+            return { data: multiFactor ? { ...carried, mfa: true, stepUpAt } : { ...carried, stepUpAt } };
           }
           // Fail closed: a path that starts creating sessions after an upgrade
           // must not hand a two-factor user a session without the factor.

@@ -120,7 +120,11 @@ export async function signInThrough(
     const userId = await accountFor(ctx, trx, db, { identity, email, providerId, method });
     await setTenant(trx, tenantId);
     await joinOrFollowRole(trx, { tenantId, userId, connection, claims: identity.claims });
-    ssoSignInDuringCall.set(ctx.context, { mfaAtIdp: connection.mfa_at_idp });
+    ssoSignInDuringCall.set(ctx.context, {
+      mfaAtIdp: connection.mfa_at_idp,
+      connectionId: connection.id,
+      organizationId: tenantId,
+    });
     const session = await ctx.context.internalAdapter.createSession(userId, false, {
       activeOrganizationId: tenantId,
       ssoConnectionId: connection.id,

@@ -348,7 +348,9 @@ describe('single sign-on in Chromium: the example SPA, an OIDC provider and a SA
     await page.submit('totp-form', 'verify code', { code: await freshCode(authenticator) });
     expect(await page.text('#who')).toBe(`Signed in as ${henry.email}`);
     expect(await page.text('#mfa')).toBe('multi-factor');
-    expect((await sessionOf(page))?.session.mfa).toBe(true);
+    // Completing the second factor keeps the single sign-on's organization.
+    expect(await page.text('#org')).toBe(ORGANIZATION);
+    expect((await sessionOf(page))?.session).toMatchObject({ mfa: true, activeOrganizationId: organizationId });
     // The sign-in made the account a member of the organization.
     await page.open('organizations');
     expect((await page.rows('organizations')).map((cells) => cells.slice(0, 2))).toEqual([['Acme', SLUG]]);

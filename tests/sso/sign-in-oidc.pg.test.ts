@@ -3,7 +3,7 @@ import { createNodeTxtResolver } from '../../src/platform/dns-txt.js';
 import { createTestApp, type TestApp } from '../support/app.js';
 import { startDnsServer, type TestDnsServer } from '../support/dns-server.js';
 import { CookieJar, call, expectError, expectStatus, pathOf } from '../support/http.js';
-import { completeWithTotp, enableTotp } from '../support/mfa.js';
+import { completeWithTotp, enableTotp, freshCode } from '../support/mfa.js';
 import { createOidcProvider, type OidcTestProvider } from '../support/oidc-provider.js';
 import {
   accountAuditRows,
@@ -589,7 +589,37 @@ describe('single sign-on over OIDC', () => {
       expect(await sessionOf(jar)).toBeNull();
       await completeWithTotp(t, jar, factor.authenticator);
       const session = await sessionOf(jar);
-      expect(session).toMatchObject({ user: { id: user.id }, session: { mfa: true } });
+      // Still the connection's session: in its organization, counted by requireSso, ended with the connection.
+      expect(session).toMatchObject({ user: { id: user.id }, session: { mfa: true, activeOrganizationId: org.id } });
+      const stored = await t.database.withOwner((owner) =>
+        owner
+          .selectFrom('sessions')
+          .select('sso_connection_id')
+          .where('id', '=', session!.session.id)
+          .executeTakeFirstOrThrow(),
+      );
+      expect(stored.sso_connection_id).toBe(connectionId);
+    });
+
+    it('a connection disabled while the second factor is due: the code then makes no session', async () => {
+      const own = `${uniqueSlug('held')}.test`;
+      const held = await createOrganization(t, await signedInUser(t, { email: `owner@${own}` }));
+      await verifyDomain(held, own);
+      const id = await insertConnection(held);
+      const user = await signedInUser(t, { email: `${crypto.randomUUID().slice(0, 8)}@${own}` });
+      const factor = await enableTotp(t, user.jar);
+      const sub = user.email.split('@')[0]!;
+      accounts[sub] = { email: user.email, email_verified: true };
+      const { jar, location } = await signIn({ sub, email: user.email });
+      expect(new URL(location, 'http://x').searchParams.get('twoFactorRedirect')).toBe('true');
+      await setEnabled(held, id, false);
+      const refused = await call(t, '/api/auth/two-factor/verify-totp', {
+        body: { code: await freshCode(factor.authenticator) },
+        jar,
+      });
+      expect(refused.status).toBe(403);
+      expect(jar.get('gatehouse.session_token')).toBeUndefined();
+      expect(await sessionOf(jar)).toBeNull();
     });
 
     it('with mfaAtIdp the IdP’s second factor counts: signed in at once, multi-factor and fresh', async () => {

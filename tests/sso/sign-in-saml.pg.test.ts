@@ -214,7 +214,10 @@ describe('single sign-on over SAML', () => {
     expect(jar.get('gatehouse.session_token')).toBeUndefined();
     expect(await sessionOf(jar)).toBeNull();
     await completeWithTotp(t, jar, factor.authenticator);
-    expect(await sessionOf(jar)).toMatchObject({ user: { id: user.id }, session: { mfa: true } });
+    expect(await sessionOf(jar)).toMatchObject({
+      user: { id: user.id },
+      session: { mfa: true, activeOrganizationId: org.id },
+    });
   });
 
   describe('refusals', () => {

@@ -38,6 +38,17 @@ export async function takeVerification(db: Db, identifier: string, value: string
   return taken !== undefined;
 }
 
+/** Deletes a verification record that has not expired, answering its value; null when there was none. */
+export async function takeVerificationValue(db: Db, identifier: string): Promise<string | null> {
+  const taken = await db
+    .deleteFrom('verifications')
+    .where('identifier', '=', identifier)
+    .where('expires_at', '>', new Date())
+    .returning('value')
+    .executeTakeFirst();
+  return taken?.value ?? null;
+}
+
 /** Adds a verification record. */
 export async function insertVerification(
   db: Db,
