@@ -1,12 +1,6 @@
 import { mkdir } from 'node:fs/promises';
-import type { AddressInfo } from 'node:net';
-import { serve } from '@hono/node-server';
 import type { Browser, Request as PwRequest } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startExample } from '../../examples/spa/serve.js';
-import { createNodeTxtResolver } from '../../src/platform/dns-txt.js';
-import type { TxtResolver } from '../../src/platform/dns-txt-types.js';
-import { createTestApp, type TestApp } from '../support/app.js';
 import { startDnsServer, type TestDnsServer } from '../support/dns-server.js';
 import { linkIn, mailsTo } from '../support/http.js';
 import { enableTotp, freshCode } from '../support/mfa.js';
@@ -14,8 +8,8 @@ import { createOidcProvider, type OidcTestProvider } from '../support/oidc-provi
 import { type SamlIdpServer, startSamlIdpServer } from '../support/saml-idp.js';
 import { PASSWORD, signedInUser, uniqueEmail } from '../support/users.js';
 import { launchChromium } from './support/chromium.js';
-import { ExamplePage } from './support/example-page.js';
-import { freePortPreferring, SCREENSHOT_DIR } from './support/servers.js';
+import { ExamplePage, startExampleStack } from './support/example-page.js';
+import { SCREENSHOT_DIR } from './support/servers.js';
 
 /**
  * Enterprise single sign-on in Debian's chromium, across four origins: the
@@ -38,55 +32,6 @@ import { freePortPreferring, SCREENSHOT_DIR } from './support/servers.js';
  * the callback answers `?error=invalid_state` and the page shows it.
  */
 
-/**
- * startExampleStack's servers (tests/e2e/support/example-page.ts), with the
- * Node entry's TXT resolver on DNS_SERVERS (src/entries/server.ts), which
- * startApiServer does not pass: the domain check asks the loopback DNS server.
- */
-async function startSsoStack(env: Record<string, string>) {
-  const spaPort = await freePortPreferring(3000);
-  const spaOrigin = `http://localhost:${spaPort}`;
-  let app: TestApp['app'] | null = null;
-  const server = serve({
-    hostname: '127.0.0.1',
-    port: 0,
-    fetch: (request, bindings) =>
-      app ? app.fetch(request, bindings as object) : new Response('starting', { status: 503 }),
-  });
-  await new Promise<void>((ok, fail) => {
-    if (server.listening) ok();
-    server.once('listening', () => ok());
-    server.once('error', fail);
-  });
-  const url = `http://localhost:${(server.address() as AddressInfo).port}`;
-  let resolveTxt: TxtResolver | null = null;
-  const t = await createTestApp({
-    env: {
-      APP_URL: spaOrigin,
-      CORS_ORIGIN: spaOrigin,
-      AUTH_URL: url,
-      RATE_LIMIT_ENABLED: 'true',
-      RATE_LIMIT_AUTH_LIMIT: '100',
-      RATE_LIMIT_GLOBAL_LIMIT: '2000',
-      ...env,
-    },
-    resolveTxt: (name) => resolveTxt!(name),
-  });
-  resolveTxt = createNodeTxtResolver(t.config.dns.servers);
-  app = t.app;
-  const example = await startExample({ apiUrl: url, port: spaPort });
-  return {
-    api: { t, url },
-    spaOrigin,
-    async close() {
-      await example.close();
-      if ('closeAllConnections' in server) server.closeAllConnections();
-      await new Promise<void>((ok) => server.close(() => ok()));
-      await t.close();
-    },
-  };
-}
-
 const random = crypto.randomUUID().slice(0, 8);
 const DOMAIN = `acme-${random}.example`;
 const SLUG = `acme-${random}`;
@@ -98,7 +43,7 @@ const GRACE = `grace-${random}@${DOMAIN}`;
 const CLIENT = { client_id: `gatehouse-${random}`, client_secret: crypto.randomUUID() };
 
 describe('single sign-on in Chromium: the example SPA, an OIDC provider and a SAML IdP', () => {
-  let stack: Awaited<ReturnType<typeof startSsoStack>>;
+  let stack: Awaited<ReturnType<typeof startExampleStack>>;
   let dns: TestDnsServer;
   let oidc: OidcTestProvider;
   let idp: SamlIdpServer;
@@ -184,7 +129,7 @@ describe('single sign-on in Chromium: the example SPA, an OIDC provider and a SA
       ),
     });
     idp = await startSamlIdpServer();
-    stack = await startSsoStack({ SSO_ALLOW_PRIVATE_URLS: 'true', DNS_SERVERS: dns.address });
+    stack = await startExampleStack({ SSO_ALLOW_PRIVATE_URLS: 'true', DNS_SERVERS: dns.address });
     browser = await launchChromium();
     ui = await newPage();
   });

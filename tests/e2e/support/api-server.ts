@@ -1,6 +1,8 @@
 import type { AddressInfo } from 'node:net';
 import { type ServerType, serve } from '@hono/node-server';
 import { getConnInfo } from '@hono/node-server/conninfo';
+import { createNodeTxtResolver } from '../../../src/platform/dns-txt.js';
+import type { TxtResolver } from '../../../src/platform/dns-txt-types.js';
 import { clientIpFromForwardedFor } from '../../../src/shared/client-address.js';
 import { createTestApp, type TestApp } from '../../support/app.js';
 
@@ -32,10 +34,16 @@ export async function startApiServer(env: (port: number) => Record<string, strin
   });
   const port = (server.address() as AddressInfo).port;
   const breakage = process.env.GATEHOUSE_E2E_BREAK ?? '';
+  // The Node entry's TXT resolver (src/entries/server.ts): DNS_SERVERS, else the system's, once the config is parsed.
+  let resolveTxt: TxtResolver | null = null;
   const t = await createTestApp({
     env: { ...env(port), ...breakConfig(breakage) },
-    clientIp: (c) => clientIpFromForwardedFor(c.req.header('x-forwarded-for')) ?? getConnInfo(c).remote.address,
+    // A request through t.app.request (tests/support/http.ts) has no socket.
+    clientIp: (c) =>
+      clientIpFromForwardedFor(c.req.header('x-forwarded-for')) ?? (c.env ? getConnInfo(c).remote.address : null),
+    resolveTxt: (name) => resolveTxt!(name),
   });
+  resolveTxt = createNodeTxtResolver(t.config.dns.servers);
   const appUrl = t.config.auth.appUrl;
   handler = breakage
     ? async (request, bindings) =>
