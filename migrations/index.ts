@@ -10,6 +10,7 @@ import * as webhooks from './0008_webhooks.js';
 import * as stepUp from './0009_step_up.js';
 import * as webhookFairness from './0010_webhook_fairness.js';
 import * as sso from './0011_sso.js';
+import * as scim from './0012_scim.js';
 
 /**
  * Every migration, in order. Listed statically (not read from the file system)
@@ -28,4 +29,5 @@ export const migrations: Record<string, Migration> = {
   '0009_step_up': stepUp,
   '0010_webhook_fairness': webhookFairness,
   '0011_sso': sso,
+  '0012_scim': scim,
 };

@@ -1,8 +1,17 @@
 import type { ColumnType, Generated, Insertable, Selectable, Updateable } from 'kysely';
 import type { PlatformRole } from '../shared/permissions.js';
+import type {
+  ScimGroupMembersTable,
+  ScimGroupRolesTable,
+  ScimGroupsTable,
+  ScimTokensTable,
+  ScimUsersTable,
+} from './scim-tables.js';
 import type { SsoBypassesTable, SsoConnectionsTable, SsoDomainsTable, SsoSamlReplaysTable } from './sso-tables.js';
+import type { WebhookDeliveriesTable, WebhookEndpointsTable } from './webhook-tables.js';
 
 export type { OidcMetadata, SsoRoleMapping } from './sso-tables.js';
+export type { DeliveryStatus } from './webhook-tables.js';
 
 /**
  * The one source of table types: queries, routes and tests read them from here.
@@ -184,41 +193,6 @@ export interface PasskeysTable {
   created_at: Timestamp;
 }
 
-/** An organization's webhook endpoint; `secret` is the signing secret encrypted under AUTH_SECRET. */
-export interface WebhookEndpointsTable {
-  id: Generated<string>;
-  tenant_id: string;
-  url: string;
-  events: string[];
-  description: string | null;
-  secret: string;
-  enabled: Generated<boolean>;
-  disabled_reason: string | null;
-  failing_since: NullableTimestamp;
-  created_at: Timestamp;
-  updated_at: Timestamp;
-}
-
-export type DeliveryStatus = 'pending' | 'succeeded' | 'failed';
-
-/** One event for one endpoint (the outbox); the row id is the `webhook-id` of every attempt. */
-export interface WebhookDeliveriesTable {
-  id: Generated<string>;
-  tenant_id: string;
-  endpoint_id: string;
-  event_id: string;
-  event_type: string;
-  payload: ColumnType<Record<string, unknown>, string, string>;
-  status: ColumnType<DeliveryStatus, DeliveryStatus | undefined, DeliveryStatus>;
-  attempts: Generated<number>;
-  last_status_code: number | null;
-  last_error: string | null;
-  next_attempt_at: NullableTimestamp;
-  locked_until: NullableTimestamp;
-  created_at: Timestamp;
-  updated_at: Timestamp;
-}
-
 export interface Database {
   users: UsersTable;
   sessions: SessionsTable;
@@ -240,6 +214,11 @@ export interface Database {
   sso_domains: SsoDomainsTable;
   sso_saml_replays: SsoSamlReplaysTable;
   sso_bypasses: SsoBypassesTable;
+  scim_tokens: ScimTokensTable;
+  scim_users: ScimUsersTable;
+  scim_groups: ScimGroupsTable;
+  scim_group_members: ScimGroupMembersTable;
+  scim_group_roles: ScimGroupRolesTable;
 }
 
 export type User = Selectable<UsersTable>;
