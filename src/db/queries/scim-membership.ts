@@ -1,0 +1,172 @@
+import type { Transaction } from 'kysely';
+import { ScimError } from '../../shared/scim-error.js';
+import { recordAudit } from '../audit.js';
+import type { Database } from '../database.js';
+import { revokeKeys } from './api-keys.js';
+import { lockOwners, membershipOf } from './members.js';
+import { findDefaultRole, findRole, libraryRoleFor } from './roles.js';
+
+/**
+ * What a directory's SCIM requests do to memberships (docs/scim.md "Roles"),
+ * in the request's one transaction with the tenant set. Every change is
+ * audited with no actor and the token that made it (`scimTokenId`, via scim).
+ * The last Owner is never removed nor demoted: a SCIM 409 (`mutability`).
+ */
+
+type Trx = Transaction<Database>;
+
+export interface ScimUserActor {
+  tenantId: string;
+  userId: string;
+  scimTokenId: string;
+}
+
+const via = (scimTokenId: string) => ({ scimTokenId, via: 'scim' });
+
+function lastOwner(): ScimError {
+  return new ScimError(409, 'mutability', 'The organization must keep at least one Owner');
+}
+
+interface RankedRole {
+  id: string;
+  slug: string;
+  is_default: boolean;
+  permission_count: number;
+}
+
+/** Owner first, then more permissions (Admin > Member > Viewer among the defaults), then a default role. */
+function outranks(a: RankedRole, b: RankedRole): boolean {
+  const owner = (role: RankedRole) => role.is_default && role.slug === 'owner';
+  if (owner(a) !== owner(b)) return owner(a);
+  if (a.permission_count !== b.permission_count) return a.permission_count > b.permission_count;
+  if (a.is_default !== b.is_default) return a.is_default;
+  return a.id < b.id;
+}
+
+/** Whether the organization maps any group to a role: without mappings, groups leave roles alone. */
+async function mapsGroups(trx: Trx, tenantId: string): Promise<boolean> {
+  const row = await trx.selectFrom('scim_group_roles').select('group_id').where('tenant_id', '=', tenantId).limit(1);
+  return (await row.executeTakeFirst()) !== undefined;
+}
+
+/** The highest role mapped to one of the user's groups, if any. */
+async function groupRole(trx: Trx, tenantId: string, userId: string): Promise<RankedRole | undefined> {
+  const roles = await trx
+    .selectFrom('scim_group_members as gm')
+    .innerJoin('scim_group_roles as gr', (join) =>
+      join.onRef('gr.group_id', '=', 'gm.group_id').onRef('gr.tenant_id', '=', 'gm.tenant_id'),
+    )
+    .innerJoin('roles as r', (join) => join.onRef('r.id', '=', 'gr.role_id').onRef('r.tenant_id', '=', 'gr.tenant_id'))
+    .select(['r.id', 'r.slug', 'r.is_default'])
+    .select((eb) =>
+      eb
+        .selectFrom('role_permissions as rp')
+        .select((inner) => inner.fn.countAll<number>().as('n'))
+        .whereRef('rp.role_id', '=', 'r.id')
+        .as('permission_count'),
+    )
+    .where('gm.tenant_id', '=', tenantId)
+    .where('gm.user_id', '=', userId)
+    .execute();
+  const ranked = roles.map((role) => ({ ...role, permission_count: Number(role.permission_count ?? 0) }));
+  return ranked.reduce<RankedRole | undefined>(
+    (best, role) => (!best || outranks(role, best) ? role : best),
+    undefined,
+  );
+}
+
+/**
+ * THE role function (docs/scim.md "Roles"): the highest role mapped to the
+ * user's groups (Owner > Admin > Member > Viewer; between custom roles, more
+ * permissions), else Member; `null` when the organization maps no group (its
+ * roles are then set by hand, and groups change none).
+ */
+export async function roleFromGroups(trx: Trx, tenantId: string, userId: string): Promise<string | null> {
+  if (!(await mapsGroups(trx, tenantId))) return null;
+  const mapped = await groupRole(trx, tenantId, userId);
+  return mapped?.id ?? (await findDefaultRole(trx, tenantId, 'member')).id;
+}
+
+/**
+ * Sets a member's role to what their groups give (`roleFromGroups`),
+ * audited as `member.role_changed`. Nothing for a user who is not a member
+ * (deactivated), nor where no group is mapped. Refuses to demote the last
+ * Owner. Returns the role id the member holds, or null when not a member.
+ */
+export async function syncMemberRole(
+  trx: Trx,
+  { tenantId, userId, scimTokenId }: ScimUserActor,
+): Promise<string | null> {
+  const owners = await lockOwners(trx, tenantId);
+  const member = await membershipOf(trx, tenantId, userId);
+  if (!member) return null;
+  const roleId = await roleFromGroups(trx, tenantId, userId);
+  if (!roleId || roleId === member.role_id) return member.role_id;
+  const role = (await findRole(trx, tenantId, roleId))!;
+  if (owners.includes(member.id) && role.slug !== 'owner' && owners.length <= 1) throw lastOwner();
+  await trx
+    .updateTable('members')
+    .set({ role_id: role.id, role: libraryRoleFor(role.slug) })
+    .where('id', '=', member.id)
+    .execute();
+  await recordAudit(trx, {
+    action: 'member.role_changed',
+    actorId: null,
+    organizationId: tenantId,
+    metadata: { memberId: member.id, roleId: role.id, previousRoleId: member.role_id, ...via(scimTokenId) },
+  });
+  return role.id;
+}
+
+/**
+ * Makes the user a member (`member.added`) with what their groups give
+ * where groups are mapped, else `roleId` (the role held before a
+ * deactivation) when it still exists, else Member. The caller has
+ * checked that they are not one. Returns the member's id.
+ */
+export async function addMembership(trx: Trx, actor: ScimUserActor & { roleId?: string | null }): Promise<string> {
+  const { tenantId, userId, scimTokenId } = actor;
+  const previous = actor.roleId ? await findRole(trx, tenantId, actor.roleId) : undefined;
+  const groups = await roleFromGroups(trx, tenantId, userId);
+  const mapped = groups ? await findRole(trx, tenantId, groups) : undefined;
+  const role = mapped ?? previous ?? (await findDefaultRole(trx, tenantId, 'member'));
+  const { id } = await trx
+    .insertInto('members')
+    .values({ organization_id: tenantId, user_id: userId, role_id: role.id, role: libraryRoleFor(role.slug) })
+    .returning('id')
+    .executeTakeFirstOrThrow();
+  await recordAudit(trx, {
+    action: 'member.added',
+    actorId: null,
+    organizationId: tenantId,
+    metadata: { memberId: id, userId, roleId: role.id, roleSlug: role.slug, ...via(scimTokenId) },
+  });
+  return id;
+}
+
+/**
+ * Removes the membership as POST /api/auth/organization/remove-member does
+ * (docs/api.md "Members and ownership"): the row goes (every session of the
+ * user loses the organization at its next request: session_state finds no
+ * membership), `member.removed` is audited and sent, and the API keys the
+ * user created there are revoked. Refused for the last Owner. Returns the
+ * role the member held (null: was not a member).
+ */
+export async function removeMembership(
+  trx: Trx,
+  { tenantId, userId, scimTokenId, reason }: ScimUserActor & { reason: 'scim_deactivated' | 'scim_deleted' },
+): Promise<{ roleId: string | null } | null> {
+  const owners = await lockOwners(trx, tenantId);
+  const member = await membershipOf(trx, tenantId, userId);
+  if (!member) return null;
+  if (owners.includes(member.id) && owners.length <= 1) throw lastOwner();
+  await trx.deleteFrom('members').where('id', '=', member.id).execute();
+  await recordAudit(trx, {
+    action: 'member.removed',
+    actorId: null,
+    organizationId: tenantId,
+    metadata: { userId, memberId: member.id, reason, ...via(scimTokenId) },
+  });
+  await revokeKeys(trx, { tenantId, createdBy: userId, actorId: null, reason: 'member_removed' });
+  return { roleId: member.role_id };
+}
