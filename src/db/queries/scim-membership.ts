@@ -1,5 +1,5 @@
 import type { Transaction } from 'kysely';
-import { ScimError } from '../../shared/scim-error.js';
+import { ApiError } from '../../shared/errors.js';
 import { recordAudit } from '../audit.js';
 import type { Database } from '../database.js';
 import { revokeKeys } from './api-keys.js';
@@ -10,7 +10,7 @@ import { findDefaultRole, findRole, libraryRoleFor } from './roles.js';
  * What a directory's SCIM requests do to memberships (docs/scim.md "Roles"),
  * in the request's one transaction with the tenant set. Every change is
  * audited with no actor and the token that made it (`scimTokenId`, via scim).
- * The last Owner is never removed nor demoted: a SCIM 409 (`mutability`).
+ * The last Owner is never removed nor demoted: OWNERSHIP_CONSTRAINT, a 409.
  */
 
 type Trx = Transaction<Database>;
@@ -23,8 +23,8 @@ export interface ScimUserActor {
 
 const via = (scimTokenId: string) => ({ scimTokenId, via: 'scim' });
 
-function lastOwner(): ScimError {
-  return new ScimError(409, 'mutability', 'The organization must keep at least one Owner');
+function lastOwner(): ApiError {
+  return new ApiError('OWNERSHIP_CONSTRAINT', 'The organization must keep at least one Owner');
 }
 
 interface RankedRole {
