@@ -45,7 +45,11 @@ export type ScimFilter =
 /** The longest filter taken: a directory's filters are a few dozen characters. */
 export const MAX_FILTER_LENGTH = 1024;
 
-// C0, DEL and C1: none belongs in a filter, and the parser would read some as spaces.
+/**
+ * C0, DEL and C1: none belongs in a filter. The parser reads some as spaces,
+ * and its string pattern backtracks exponentially on newlines in an
+ * unterminated string (30 of them hold a core for seconds).
+ */
 const CONTROL = /\p{Cc}/u;
 /** The core schemas' URNs, which may prefix an attribute (RFC 7644 section 3.10). */
 const CORE_URN = /^urn:ietf:params:scim:schemas:core:2\.0:(?:user|group):/i;
