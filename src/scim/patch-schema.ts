@@ -79,6 +79,46 @@ export const PATCH_SCHEMAS: Record<ScimPatchSchema, { urn: string; attributes: r
   },
 };
 
+/**
+ * What a directory maps by default that the service does not keep (Entra
+ * ID's default User mappings include title, phone numbers, addresses and
+ * the enterprise extension): operations on them are dropped, not refused,
+ * so an untouched default configuration provisions. Any other unknown name
+ * is 400 invalidPath.
+ */
+const IGNORED: Record<ScimPatchSchema, ReadonlySet<string>> = {
+  User: new Set(
+    [
+      'title',
+      'nickName',
+      'profileUrl',
+      'userType',
+      'preferredLanguage',
+      'locale',
+      'timezone',
+      'phoneNumbers',
+      'addresses',
+      'ims',
+      'photos',
+      'entitlements',
+      'roles',
+      'x509Certificates',
+      'password',
+    ].map((name) => name.toLowerCase()),
+  ),
+  Group: new Set(),
+};
+const EXTENSION = /^urn:ietf:params:scim:schemas:extension:/i;
+
+/** Whether a path names an attribute the service ignores (see IGNORED). */
+export function isIgnoredPath(path: string, schema: ScimPatchSchema): boolean {
+  const { urn } = PATCH_SCHEMAS[schema];
+  const rest = path.trim();
+  if (EXTENSION.test(rest)) return true;
+  const name = rest.toLowerCase().startsWith(`${urn.toLowerCase()}:`) ? rest.slice(urn.length + 1) : rest;
+  return IGNORED[schema].has(name.split(/[.[]/, 1)[0]!.trim().toLowerCase());
+}
+
 /** A parsed PATCH path. */
 export interface ScimPatchPath {
   /** As sent, for error details. */

@@ -1,6 +1,7 @@
 import { badRequest } from './errors.js';
 import {
   findAttribute,
+  isIgnoredPath,
   PATCH_SCHEMAS,
   parsePatchPath,
   type ScimPatchAttribute,
@@ -19,7 +20,8 @@ export type { ScimPatchAttribute, ScimPatchOp, ScimPatchOperation, ScimPatchPath
  * `op` ("Replace"), `Operations` or `operations`, a `value` object without
  * `path` whose keys are paths themselves ("name.givenName",
  * "emails[type eq \"work\"].value", URN-prefixed names), "True"/"False" for
- * booleans. A path-less operation becomes one operation per key. Values are
+ * booleans. A path-less operation becomes one operation per key; one on an
+ * attribute the service ignores (patch-schema.ts IGNORED) none. Values are
  * checked against their attribute's type here; mutability, targets and
  * filters are checked by applyScimPatch against the resource.
  */
@@ -88,6 +90,7 @@ function readOperation(raw: unknown, schema: ScimPatchSchema): ScimPatchOperatio
     throw badRequest('invalidSyntax', 'An operation path is a string');
   if (op !== 'remove' && value === undefined) throw badRequest('invalidSyntax', `${op} needs a value`);
   if (typeof path === 'string' && path.trim() !== '') {
+    if (isIgnoredPath(path, schema)) return [];
     const parsed = parsePatchPath(path, schema);
     return [{ op, path: parsed, ...(value === undefined ? {} : { value: normalize(parsed, value) }) }];
   }
@@ -98,6 +101,7 @@ function readOperation(raw: unknown, schema: ScimPatchSchema): ScimPatchOperatio
   return Object.entries(value).flatMap(([key, inner]) => {
     // The core schema's URN as a key holds attributes too.
     if (key.toLowerCase() === urn.toLowerCase() && isObject(inner)) return readOperation({ op, value: inner }, schema);
+    if (isIgnoredPath(key, schema)) return [];
     const parsed = parsePatchPath(key, schema);
     return [{ op, path: parsed, value: normalize(parsed, inner) }];
   });
