@@ -94,6 +94,11 @@ function comparison(left: Sql, op: CompareOp, attribute: FilterAttribute, value:
   }
 }
 
+/** RFC 7644 section 3.4.2.2: `pr` is a value that is neither null nor empty. */
+function present(left: Sql, attribute: FilterAttribute): Sql {
+  return attribute.type === 'string' ? sql`(${left} is not null and ${left} <> '')` : sql`${left} is not null`;
+}
+
 function leftOf(source: Source, attribute: FilterAttribute): Sql {
   if ('column' in source) return source.column;
   return attribute.type === 'boolean' ? sql`${source.constant}::boolean` : sql`${String(source.constant)}::text`;
@@ -115,7 +120,8 @@ function compile(node: FilterNode, sources: Record<string, Source>, scoped: (inn
       // The grammar only lets through attributes of the resource: anything else matches nothing.
       if (!source) return FALSE;
       const left = leftOf(source, node.attribute);
-      const test = node.op === 'pr' ? sql`${left} is not null` : comparison(left, node.op, node.attribute, node.value);
+      const test =
+        node.op === 'pr' ? present(left, node.attribute) : comparison(left, node.op, node.attribute, node.value);
       return node.attribute.column === 'members.value' ? scoped(test) : sql`coalesce(${test}, false)`;
     }
   }

@@ -34,12 +34,15 @@ interface RankedRole {
   permission_count: number;
 }
 
-/** Owner first, then more permissions (Admin > Member > Viewer among the defaults), then a default role. */
+const DEFAULT_RANK: Record<string, number> = { owner: 4, admin: 3, member: 2, viewer: 1 };
+
+/** Owner > Admin > Member > Viewer; otherwise more permissions, then a default role, then the older id. */
 function outranks(a: RankedRole, b: RankedRole): boolean {
-  const owner = (role: RankedRole) => role.is_default && role.slug === 'owner';
-  if (owner(a) !== owner(b)) return owner(a);
+  const rank = (role: RankedRole) => (role.is_default ? (DEFAULT_RANK[role.slug] ?? 0) : 0);
+  if (rank(a) === 4 || rank(b) === 4) return rank(a) > rank(b);
+  if (rank(a) && rank(b)) return rank(a) > rank(b);
   if (a.permission_count !== b.permission_count) return a.permission_count > b.permission_count;
-  if (a.is_default !== b.is_default) return a.is_default;
+  if (rank(a) !== rank(b)) return rank(a) > rank(b);
   return a.id < b.id;
 }
 
