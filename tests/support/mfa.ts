@@ -29,8 +29,12 @@ const stepAt = (time: number) => Math.floor(time / PERIOD_MS);
  */
 export async function freshCode(authenticator: Authenticator): Promise<string> {
   for (;;) {
-    const now = stepAt(Date.now());
-    const step = Math.max(now - 1, authenticator.lastStep + 1);
+    const time = Date.now();
+    const now = stepAt(time);
+    // The step before this one is accepted only until this step ends: near its end (a loaded machine
+    // may take seconds to send the code), take this step instead.
+    const oldest = PERIOD_MS - (time % PERIOD_MS) < 10_000 ? now : now - 1;
+    const step = Math.max(oldest, authenticator.lastStep + 1);
     if (step <= now + 1) {
       authenticator.lastStep = step;
       return authenticator.totp.generate({ timestamp: step * PERIOD_MS });
