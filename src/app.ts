@@ -4,6 +4,7 @@ import { createAuth } from './auth/auth.js';
 import { createCookieCacheVerifier } from './auth/cookie-cache.js';
 import { createMailer, type Mailer } from './auth/email.js';
 import { budgetedMailer } from './auth/mail-budget.js';
+import { createScimTokenResolver } from './auth/scim-auth.js';
 import { type NoticeOrigin, notifySecurityEvent, type SecurityEvent } from './auth/security-notices.js';
 import { createSessionResolver } from './auth/session.js';
 import type { SessionStateCache } from './auth/session-state-cache.js';
@@ -17,6 +18,7 @@ import { jsonInput } from './middleware/json-input.js';
 import { type RateLimitOptions, rateLimit, rateLimitTiers } from './middleware/rate-limit.js';
 import { renderError } from './middleware/render-error.js';
 import { accessLog, requestId } from './middleware/request-context.js';
+import { outsideScim, scimDoor } from './middleware/scim.js';
 import { securityHeaders } from './middleware/security-headers.js';
 import { clearSessionStates, credentialResolver, session } from './middleware/session.js';
 import { deliverAfterResponse } from './middleware/webhooks.js';
@@ -33,6 +35,7 @@ import { healthRoutes } from './routes/health.js';
 import { memberRoutes } from './routes/members.js';
 import { organizationSecurityRoutes } from './routes/organization-security.js';
 import { roleRoutes } from './routes/roles.js';
+import { scimService } from './routes/scim-discovery.js';
 import { sessionRoutes } from './routes/session.js';
 import { ssoConnectionRoutes } from './routes/sso-connections.js';
 import { ssoDomainRoutes } from './routes/sso-domains.js';
@@ -140,22 +143,30 @@ export function createApp(deps: AppDeps, options: CreateAppOptions = {}) {
   const corsOrigins = Array.isArray(config.cors.origins) ? config.cors.origins : [];
   use(csrf({ trustedOrigins: [config.auth.appUrl, config.auth.url, ...corsOrigins] }));
   use(
-    rateLimit({
-      config: config.rateLimit,
-      store: rateLimitStore,
-      clientIp: options.clientIp,
-      // Identity without touching the database: a flood of junk cookies is
-      // limited by address before any session lookup.
-      identifyUser: (c) => readCookieCache(c.req.header('cookie'))?.userId ?? null,
-      // The auth tier's paths and password sign-in's: the library's from its routes' rows, and the service's own.
-      tiers: rateLimitTiers(LIBRARY_RATE_LIMITS),
-      clock,
-    }),
+    // SCIM's door counts its own tier (below).
+    outsideScim(
+      rateLimit({
+        config: config.rateLimit,
+        store: rateLimitStore,
+        clientIp: options.clientIp,
+        // Identity without touching the database: a flood of junk cookies is
+        // limited by address before any session lookup.
+        identifyUser: (c) => readCookieCache(c.req.header('cookie'))?.userId ?? null,
+        // The auth tier's paths and password sign-in's: the library's from its routes' rows, and the service's own.
+        tiers: rateLimitTiers(LIBRARY_RATE_LIMITS),
+        clock,
+      }),
+    ),
   );
   // After the limiter: a refused request costs no parsing.
   use(jsonInput());
   const cache = options.sessionStateCache;
   if (cache) use(clearSessionStates({ cache }));
+  // docs/scim.md: /api/scim/v2 is SCIM's router behind its own door; no request there goes further down.
+  const scim = scimService({ authUrl: config.auth.url });
+  const resolveScim = createScimTokenResolver({ db, clock, background: options.background });
+  const scimLimits = { config: config.rateLimit, store: rateLimitStore, clientIp: options.clientIp, clock };
+  use(scimDoor({ service: scim, resolve: resolveScim, ...scimLimits }));
   const resolveCookie = createSessionResolver({
     auth,
     db,

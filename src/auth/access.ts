@@ -35,6 +35,13 @@ export type Access =
       sensitive?: boolean;
     };
 
+/**
+ * SCIM's door (docs/scim.md): a SCIM token in force, under /api/scim/v2 and
+ * nowhere else; no session or API key passes it. Kept out of `Access`: no
+ * service route (nor the OpenAPI document) declares it.
+ */
+export type ScimAccess = { kind: 'scim' };
+
 type SessionAccess = Extract<Access, { kind: 'session' }>;
 type SessionOptions = Omit<SessionAccess, 'kind'>;
 
@@ -74,6 +81,7 @@ export const access = {
    */
   permissions: (...permissions: Permission[]): Access => ({ kind: 'session', organization: true, permissions }),
   platform: (...platformRoles: PlatformRole[]) => ({ kind: 'session' as const, platformRoles }),
+  scim: (): ScimAccess => ({ kind: 'scim' }),
 };
 
 /**

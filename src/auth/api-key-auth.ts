@@ -9,6 +9,7 @@ import type { Logger } from '../shared/logger.js';
 import { currentRequestScope } from '../shared/request-scope.js';
 import type { Clock, EnrichedSession } from '../shared/types.js';
 import { isWellFormedKey, lookupDigest, verifyKey } from './api-key-material.js';
+import { SCIM_TOKEN_PREFIX } from './scim-token-material.js';
 import type { SessionStateCache } from './session-state-cache.js';
 
 const NO_SESSION = '00000000-0000-4000-8000-000000000000';
@@ -59,7 +60,8 @@ export function createApiKeyResolver({
   const tier = { name: 'api' as const, limit: config.rateLimit.api.limit, window: config.rateLimit.api.ttl };
 
   return async (presented, logger) => {
-    if (!isWellFormedKey(presented)) throw refused();
+    // A SCIM token is valid under /api/scim/v2 only (docs/scim.md): never an API key, whatever it looks like.
+    if (presented.startsWith(SCIM_TOKEN_PREFIX) || !isWellFormedKey(presented)) throw refused();
     const key = await keyByDigest(db, lookupDigest(presented));
     if (!key || !verifyKey(presented, key.key_salt, key.key_hash)) throw refused();
     const now = clock();

@@ -34,6 +34,8 @@ export const AUDIT_ACTIONS = [
   'sso.domain_verified',
   'sso.domain_deleted',
   'sso.bypassed',
+  'scim.token_created',
+  'scim.token_revoked',
 ] as const;
 
 export type AuditAction = (typeof AUDIT_ACTIONS)[number];
@@ -86,6 +88,8 @@ export const WEBHOOK_EVENTS = [
   'sso.domain_verified',
   'sso.domain_deleted',
   'sso.bypassed',
+  'scim.token_created',
+  'scim.token_revoked',
 ] as const satisfies readonly AuditAction[];
 
 const EVENTS: ReadonlySet<string> = new Set(WEBHOOK_EVENTS);

@@ -1,11 +1,11 @@
 import type { Context, MiddlewareHandler } from 'hono';
 import { matchedRoutes } from 'hono/route';
-import { type Access, bypassesPermissions, type OrganizationTarget } from '../auth/access.js';
+import { type Access, bypassesPermissions, type OrganizationTarget, type ScimAccess } from '../auth/access.js';
 import { ApiError } from '../shared/errors.js';
 import { hasAll } from '../shared/permissions.js';
 import type { AppEnv, EnrichedSession } from '../shared/types.js';
 
-export { type Access, access, type OrganizationTarget, type RouteAccess } from '../auth/access.js';
+export { type Access, access, type OrganizationTarget, type RouteAccess, type ScimAccess } from '../auth/access.js';
 /** The organization a call acts on, when the request names it (src/library/organization-gate.ts). */
 export type TargetResolver = (c: Context<AppEnv>, session: EnrichedSession) => Promise<OrganizationTarget>;
 
@@ -65,7 +65,8 @@ export function scheduledForDeletion(session: EnrichedSession): ApiError {
  * between them) are checked in the organization it names instead of the
  * active one.
  */
-export function guard(declared: Access, target?: TargetResolver): MiddlewareHandler<AppEnv> {
+export function guard(declared: Access | ScimAccess, target?: TargetResolver): MiddlewareHandler<AppEnv> {
+  if (declared.kind === 'scim') return scimGuard;
   const middleware: MiddlewareHandler<AppEnv> = async function guard(c, next) {
     await check(c, declared, target);
     return next();
@@ -73,6 +74,14 @@ export function guard(declared: Access, target?: TargetResolver): MiddlewareHand
   guards.set(middleware, declared);
   return middleware;
 }
+
+/** `access.scim()`: only what SCIM's door let in (a token in force, src/middleware/scim.ts) acts, in its organization. */
+const scimGuard: MiddlewareHandler<AppEnv> = function scimGuard(c, next) {
+  const scim = c.get('scim');
+  if (!scim) throw new ApiError('UNAUTHORIZED', 'A SCIM bearer token is required');
+  c.set('tenantId', scim.tenantId);
+  return next();
+};
 
 /** The access a route declared, for the route-walk test and the OpenAPI document. */
 export function declaredAccess(handler: object): Access | undefined {

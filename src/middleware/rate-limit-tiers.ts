@@ -1,5 +1,11 @@
-/** The tier a request is counted in besides the global one (docs/api.md "Rate limiting"). */
-export type RateLimitTierName = 'auth' | 'global';
+import { isScimPath } from '../shared/scim-error.js';
+
+/**
+ * The tier a request is counted in besides the global one (docs/api.md
+ * "Rate limiting"); `scim` instead of it: SCIM's door counts its own
+ * (src/middleware/scim.ts), so a directory's sync spends no user's budget.
+ */
+export type RateLimitTierName = 'auth' | 'global' | 'scim';
 export type TierOf = (path: string) => RateLimitTierName;
 
 /**
@@ -46,6 +52,7 @@ export function rateLimitTiers({ authPrefixes, namedAccountPaths }: LibraryRateL
   return {
     authPaths,
     tierOf: (path) => {
+      if (isScimPath(path)) return 'scim';
       const normalized = normalizePath(path);
       return authPaths.some((prefix) => normalized === prefix || normalized.startsWith(`${prefix}/`))
         ? 'auth'
@@ -53,4 +60,12 @@ export function rateLimitTiers({ authPrefixes, namedAccountPaths }: LibraryRateL
     },
     namesAccount: (path) => namedAccountPaths.includes(normalizePath(path)),
   };
+}
+
+/**
+ * Who a SCIM request is counted as (docs/api.md "Rate limiting"): the token
+ * it presents (its SHA-256, so no lookup comes first), else its address.
+ */
+export function scimRateIdentity(presentedDigest: string | null, addressIdentity: string): string {
+  return presentedDigest ? `scim:${presentedDigest}` : `ip:${addressIdentity}`;
 }

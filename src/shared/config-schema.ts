@@ -89,6 +89,9 @@ export const ConfigSchema = z.object({
   /** The tier of API-key requests (with API_KEY_AUTH=enabled), per key. */
   RATE_LIMIT_API_TTL: int(60),
   RATE_LIMIT_API_LIMIT: int(100),
+  /** The tier of requests under /api/scim/v2, per SCIM token (per address without one). */
+  RATE_LIMIT_SCIM_TTL: int(60),
+  RATE_LIMIT_SCIM_LIMIT: int(600),
   /** How long a rate-limit decision may wait on the store before the tier's failure rule applies. */
   RATE_LIMIT_STORE_TIMEOUT_MS: int(1000, 50, 30_000),
 
@@ -193,6 +196,8 @@ export interface Config {
     /** Wrong-password sign-ins for one email, from any address (a slow guess spread over many addresses still stops). */
     account: { ttl: number; limit: number };
     api: { ttl: number; limit: number };
+    /** Requests under /api/scim/v2, per token (docs/api.md "Rate limiting"). */
+    scim: { ttl: number; limit: number };
     /** The client is the entry this many from the right of X-Forwarded-For; 0 = the socket address. */
     trustedProxyHops: number;
     /** IPv6 clients are keyed by this many leading bits (IPv4-mapped ones by the IPv4 address). */

@@ -191,6 +191,7 @@ export function parseConfig(
       },
       account: { ttl: raw.RATE_LIMIT_ACCOUNT_TTL, limit: raw.RATE_LIMIT_ACCOUNT_LIMIT },
       api: { ttl: raw.RATE_LIMIT_API_TTL, limit: raw.RATE_LIMIT_API_LIMIT },
+      scim: { ttl: raw.RATE_LIMIT_SCIM_TTL, limit: raw.RATE_LIMIT_SCIM_LIMIT },
       trustedProxyHops: raw.TRUSTED_PROXY_HOPS,
       ipv6Prefix: raw.RATE_LIMIT_IPV6_PREFIX,
     },

@@ -50,6 +50,12 @@ export interface EnrichedSession {
   apiKey: { id: string } | null;
 }
 
+/** Who calls under /api/scim/v2: a SCIM token in force, and its organization (docs/scim.md). */
+export interface ScimCaller {
+  tokenId: string;
+  tenantId: string;
+}
+
 export type AppEnv = {
   Variables: {
     requestId: string;
@@ -62,6 +68,8 @@ export type AppEnv = {
     tenantId: string;
     /** The client address the rate limiter keys on (docs/security.md "Client addresses"). */
     clientIp: string;
+    /** Set by SCIM's door under /api/scim/v2 only (src/middleware/scim.ts); read with `scimOf`. */
+    scim: ScimCaller;
   };
 };
 
