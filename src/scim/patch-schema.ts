@@ -15,7 +15,7 @@ export interface ScimPatchAttribute {
   multiValued?: boolean;
   /** RFC 7643 mutability readOnly: a change is 400 mutability. */
   readOnly?: boolean;
-  /** Never removed or emptied (400 invalidValue). */
+  /** Never removed or emptied (400 invalidValue); a sub-attribute: in every value of a list sent. */
   required?: boolean;
   caseExact?: boolean;
   subAttributes?: readonly ScimPatchAttribute[];
@@ -46,7 +46,12 @@ const reference = (name: string, readOnly: boolean): ScimPatchAttribute => ({
   type: 'complex',
   multiValued: true,
   readOnly,
-  subAttributes: [text('value', { caseExact: true }), text('display'), text('$ref', { caseExact: true }), text('type')],
+  subAttributes: [
+    text('value', { caseExact: true, required: true }),
+    text('display'),
+    text('$ref', { caseExact: true }),
+    text('type'),
+  ],
 });
 
 export const PATCH_SCHEMAS: Record<ScimPatchSchema, { urn: string; attributes: readonly ScimPatchAttribute[] }> = {
@@ -68,7 +73,12 @@ export const PATCH_SCHEMAS: Record<ScimPatchSchema, { urn: string; attributes: r
         name: 'emails',
         type: 'complex',
         multiValued: true,
-        subAttributes: [text('value'), text('display'), text('type'), { name: 'primary', type: 'boolean' }],
+        subAttributes: [
+          text('value', { required: true }),
+          text('display'),
+          text('type'),
+          { name: 'primary', type: 'boolean' },
+        ],
       },
       reference('groups', true),
     ],

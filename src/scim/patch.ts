@@ -71,9 +71,15 @@ function normalize(path: ScimPatchPath, value: unknown): unknown {
   if (value === null) return null;
   // One value where a list is due: taken as a list of one.
   const values = Array.isArray(value) ? value : [value];
-  return values.map((item) =>
-    attribute.type === 'complex' ? complex(attribute, item, attribute.name) : simple(attribute, item, attribute.name),
-  );
+  if (attribute.type !== 'complex') return values.map((item) => simple(attribute, item, attribute.name));
+  const required = attribute.subAttributes?.filter((sub) => sub.required) ?? [];
+  return values.map((item) => {
+    const checked = complex(attribute, item, attribute.name);
+    for (const sub of required)
+      if (checked[sub.name] == null || checked[sub.name] === '')
+        throw badRequest('invalidValue', `Each value of ${attribute.name} has a ${sub.name}`);
+    return checked;
+  });
 }
 
 function readOp(given: unknown): ScimPatchOp {

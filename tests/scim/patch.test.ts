@@ -361,6 +361,8 @@ describe('refusals', () => {
     [{ op: 'replace', path: 'name', value: 'Ada' }, 'an object'],
     [{ op: 'add', path: 'emails', value: ['ada@example.com'] }, 'an object'],
     [{ op: 'replace', path: 'emails[type eq "work"].primary', value: 'no' }, 'true or false'],
+    [{ op: 'add', path: 'emails', value: [{ type: 'home' }] }, 'has a value'],
+    [{ op: 'replace', value: { emails: [{ value: '', type: 'home' }] } }, 'has a value'],
     [{ op: 'remove', path: 'userName' }, 'required'],
     [{ op: 'replace', path: 'userName', value: '' }, 'required'],
     [{ op: 'replace', value: { userName: null } }, 'required'],
@@ -370,8 +372,12 @@ describe('refusals', () => {
     expect(refused.detail).toContain(detail);
   });
 
-  it('a Group keeps its displayName', () => {
+  it('a Group keeps its displayName, and each member has a value', () => {
     expect(groupRefusal({ op: 'remove', path: 'displayName' }).scimType).toBe('invalidValue');
+    expect(groupRefusal({ op: 'Add', path: 'members', value: [{ $ref: null, value: null }] }).scimType).toBe(
+      'invalidValue',
+    );
+    expect(groupRefusal({ op: 'Remove', path: 'members', value: [{ display: 'Ada' }] }).scimType).toBe('invalidValue');
   });
 });
 
