@@ -10,6 +10,7 @@ import { isScimPath, SCIM_MEDIA_TYPE } from '../shared/scim-error.js';
 import type { AppEnv, Clock, ScimCaller } from '../shared/types.js';
 import { scimRateIdentity } from './rate-limit-tiers.js';
 
+export { ScimError, type ScimErrorType } from '../scim/errors.js';
 export { SCIM_MEDIA_TYPE, SCIM_PREFIX } from '../shared/scim-error.js';
 
 /** What the door hands to SCIM's router with the request (the router answers with a context of its own). */
