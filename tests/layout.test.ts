@@ -176,6 +176,23 @@ describe('import layout', () => {
     expect([...graph.keys()].filter((file) => file.startsWith('sso/') && importsHono(file))).toEqual([]);
   });
 
+  it('scim/ (the SCIM grammar and resources) knows no HTTP framework and no database: JSON in and out', () => {
+    expect(
+      violations(
+        under('scim/'),
+        (target) =>
+          target.startsWith('routes/') ||
+          target.startsWith('middleware/') ||
+          target.startsWith('library/') ||
+          target.startsWith('auth/') ||
+          target.startsWith('db/') ||
+          target === 'app.ts' ||
+          target === 'router.ts',
+      ),
+    ).toEqual([]);
+    expect([...graph.keys()].filter((file) => file.startsWith('scim/') && importsHono(file))).toEqual([]);
+  });
+
   it('a route file never reaches into another route file (schemas.ts is shared)', () => {
     expect(
       violations(under('routes/'), (target) => target.startsWith('routes/') && target !== 'routes/schemas.ts'),
