@@ -63,8 +63,7 @@ export function scimDoor({
   clientIp?: (c: Context<AppEnv>) => string | null | undefined;
   clock?: Clock;
 }): MiddlewareHandler<AppEnv> {
-  // The store keys by name; its type lists the other tiers' names.
-  const tier = { name: 'scim', limit: config.scim.limit, window: config.scim.ttl } as unknown as RateLimitTier;
+  const tier: RateLimitTier = { name: 'scim', limit: config.scim.limit, window: config.scim.ttl };
 
   const limit = async (c: Context<AppEnv>, presented: string | null) => {
     const identity = scimRateIdentity(

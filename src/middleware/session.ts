@@ -65,6 +65,9 @@ export function credentialResolver({
   key: ApiKeyResolver | null;
 }): SessionResolver {
   return async (c) => {
+    // docs/scim.md "Tokens": a directory's token authenticates nothing outside /api/scim/v2, not even beside a cookie.
+    if (/^Bearer\s+scim_/i.test(c.req.header('authorization') ?? ''))
+      throw new ApiError('UNAUTHORIZED', 'A SCIM token is valid under /api/scim/v2 only');
     const presented = key && !c.req.path.startsWith('/api/auth/') ? presentedKey(c) : null;
     if (!key || !presented) return cookie(c);
     if (hasSessionCookie(c)) throw new ApiError('VALIDATION_ERROR', 'Send a session cookie or an API key, not both');

@@ -3,7 +3,7 @@ import { Redis } from '@upstash/redis';
 import type { Clock } from '../shared/clock.js';
 
 export interface RateLimitTier {
-  name: 'global' | 'auth' | 'account' | 'api' | 'invitations' | 'mail';
+  name: 'global' | 'auth' | 'account' | 'api' | 'invitations' | 'mail' | 'scim';
   limit: number;
   /** Window length in seconds. */
   window: number;

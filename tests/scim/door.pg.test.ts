@@ -92,8 +92,15 @@ describe('SCIM door', () => {
     await expectError(await call(t, '/api/roles', { headers: bearer(token) }), 401, 'UNAUTHORIZED');
     await expectError(await call(t, '/api/members', { headers: bearer(token) }), 401, 'UNAUTHORIZED');
     await expectError(await call(t, '/api/api-keys', { headers: bearer(token) }), 401, 'UNAUTHORIZED');
-    expect(await expectStatus(await call(t, '/api/session', { headers: bearer(token) }), 200)).toBeNull();
-    expect(await expectStatus(await call(t, '/api/auth/get-session', { headers: bearer(token) }), 200)).toBeNull();
+    await expectError(await call(t, '/api/session', { headers: bearer(token) }), 401, 'UNAUTHORIZED');
+    // Beside a valid session cookie too: the token is refused, not ignored.
+    await expectError(await call(t, '/api/roles', { jar: org.owner.jar, headers: bearer(token) }), 401, 'UNAUTHORIZED');
+    await expectError(
+      await call(t, '/api/session', { jar: org.owner.jar, headers: bearer(token) }),
+      401,
+      'UNAUTHORIZED',
+    );
+    await expectError(await call(t, '/api/auth/get-session', { headers: bearer(token) }), 401, 'UNAUTHORIZED');
   });
 
   it('a token passes for its organization (and each its own), and its answers are application/scim+json', async () => {
