@@ -36,6 +36,9 @@ export const AUDIT_ACTIONS = [
   'sso.bypassed',
   'scim.token_created',
   'scim.token_revoked',
+  'scim.group_created',
+  'scim.group_updated',
+  'scim.group_deleted',
 ] as const;
 
 export type AuditAction = (typeof AUDIT_ACTIONS)[number];
@@ -90,6 +93,9 @@ export const WEBHOOK_EVENTS = [
   'sso.bypassed',
   'scim.token_created',
   'scim.token_revoked',
+  'scim.group_created',
+  'scim.group_updated',
+  'scim.group_deleted',
 ] as const satisfies readonly AuditAction[];
 
 const EVENTS: ReadonlySet<string> = new Set(WEBHOOK_EVENTS);
