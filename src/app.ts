@@ -37,6 +37,7 @@ import { organizationSecurityRoutes } from './routes/organization-security.js';
 import { roleRoutes } from './routes/roles.js';
 import { scimService } from './routes/scim-discovery.js';
 import { scimGroupRoutes } from './routes/scim-groups.js';
+import { scimUserRoutes } from './routes/scim-users.js';
 import { sessionRoutes } from './routes/session.js';
 import { ssoConnectionRoutes } from './routes/sso-connections.js';
 import { ssoDomainRoutes } from './routes/sso-domains.js';
@@ -165,6 +166,7 @@ export function createApp(deps: AppDeps, options: CreateAppOptions = {}) {
   if (cache) use(clearSessionStates({ cache }));
   // docs/scim.md: /api/scim/v2 is SCIM's router behind its own door; no request there goes further down.
   const scim = scimService({ authUrl: config.auth.url });
+  scim.route('/', scimUserRoutes({ db, authUrl: config.auth.url }));
   scim.route('/', scimGroupRoutes({ db, authUrl: config.auth.url }));
   const resolveScim = createScimTokenResolver({ db, clock, background: options.background });
   const scimLimits = { config: config.rateLimit, store: rateLimitStore, clientIp: options.clientIp, clock };
