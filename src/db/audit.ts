@@ -40,6 +40,7 @@ export const AUDIT_ACTIONS = [
   'scim.group_created',
   'scim.group_updated',
   'scim.group_deleted',
+  'scim.group_roles_updated',
 ] as const;
 
 export type AuditAction = (typeof AUDIT_ACTIONS)[number];
@@ -98,6 +99,7 @@ export const WEBHOOK_EVENTS = [
   'scim.group_created',
   'scim.group_updated',
   'scim.group_deleted',
+  'scim.group_roles_updated',
 ] as const satisfies readonly AuditAction[];
 
 const EVENTS: ReadonlySet<string> = new Set(WEBHOOK_EVENTS);
