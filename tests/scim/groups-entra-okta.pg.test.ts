@@ -17,6 +17,7 @@ import { signedInUser, uniqueEmail } from '../support/users.js';
  */
 const GROUP = 'urn:ietf:params:scim:schemas:core:2.0:Group';
 const PATCH = 'urn:ietf:params:scim:api:messages:2.0:PatchOp';
+const USER = 'urn:ietf:params:scim:schemas:core:2.0:User';
 
 interface Group {
   id: string;
@@ -59,25 +60,17 @@ describe('SCIM Groups as Entra ID and Okta send them', () => {
     await insertScimToken(t.db, { tenantId: org.id, createdBy: org.owner.id, name: 'IdP', material });
     return { org, token: material.token };
   };
-  /** A SCIM User of the organization as POST /Users leaves it: an account, its membership (Member), its SCIM row. */
+  /** A SCIM User of the organization, created by the directory as Entra ID and Okta create one. */
   const user = async (dir: Directory, name: string) => {
-    const member = await roleBySlug(t, dir.org.owner, 'member');
-    const id = await t.database.withOwner(async (owner) => {
-      const { id } = await owner
-        .insertInto('users')
-        .values({ name, email: uniqueEmail('idp'), email_verified: true })
-        .returning('id')
-        .executeTakeFirstOrThrow();
-      await owner
-        .insertInto('members')
-        .values({ organization_id: dir.org.id, user_id: id, role_id: member.id, role: 'member' })
-        .execute();
-      return id as string;
-    });
-    await asOwnerInTenant(t, dir.org.id, (trx) =>
-      trx.insertInto('scim_users').values({ tenant_id: dir.org.id, user_id: id }).execute(),
-    );
-    return id;
+    const userName = uniqueEmail('idp');
+    const body = {
+      schemas: [USER],
+      userName,
+      name: { formatted: name },
+      emails: [{ value: userName, type: 'work', primary: true }],
+      active: true,
+    };
+    return (await expectStatus<{ id: string }>(await scim(dir, '/Users', 'POST', body), 201)).id;
   };
   const rolesOf = async (dir: Directory) => {
     const members = await expectStatus<{ userId: string; roleSlug: string }[]>(

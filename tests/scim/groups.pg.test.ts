@@ -15,6 +15,7 @@ import { signedInUser, uniqueEmail } from '../support/users.js';
  */
 const GROUP = 'urn:ietf:params:scim:schemas:core:2.0:Group';
 const LIST = 'urn:ietf:params:scim:api:messages:2.0:ListResponse';
+const USER = 'urn:ietf:params:scim:schemas:core:2.0:User';
 const ERROR = 'urn:ietf:params:scim:api:messages:2.0:Error';
 
 interface Group {
@@ -86,28 +87,14 @@ describe('SCIM Groups', () => {
     });
     return { org, token: material.token, tokenId: id };
   };
-  /**
-   * A SCIM User of the directory's organization as POST /Users leaves it: an
-   * account, its membership (Member) and its SCIM row.
-   */
+  /** A SCIM User of the directory's organization, created by the directory (a member, Member). */
   const scimUser = async (dir: Directory, name = 'Ada Lovelace') => {
     const userName = uniqueEmail('scim');
-    const member = await roleBySlug(t, dir.org.owner, 'member');
-    const id = await t.database.withOwner(async (owner) => {
-      const user = await owner
-        .insertInto('users')
-        .values({ name, email: userName, email_verified: true })
-        .returning('id')
-        .executeTakeFirstOrThrow();
-      await owner
-        .insertInto('members')
-        .values({ organization_id: dir.org.id, user_id: user.id, role_id: member.id, role: 'member' })
-        .execute();
-      return user.id as string;
-    });
-    await linkScimUser(dir, id);
+    const body = { schemas: [USER], userName, name: { formatted: name }, active: true };
+    const { id } = await expectStatus<{ id: string }>(await scim(dir, '/Users', { method: 'POST', body }), 201);
     return { id, userName, name };
   };
+  /** An existing member known to the directory (a SCIM User later made Owner, say): its SCIM row. */
   const linkScimUser = (dir: Directory, userId: string) =>
     asOwnerInTenant(t, dir.org.id, (trx) =>
       trx.insertInto('scim_users').values({ tenant_id: dir.org.id, user_id: userId }).execute(),
@@ -377,7 +364,6 @@ describe('SCIM Groups', () => {
     const dir = await directory(await createOrganization(t, await signedInUser(t)));
     const owner = dir.org.owner;
     const ownerRole = await roleBySlug(t, owner, 'owner');
-    // The Owner's account, known to the directory too.
     await linkScimUser(dir, owner.id);
     const owners = await createGroup(dir, { displayName: 'Owners', members: [{ value: owner.id }] });
     const staff = await createGroup(dir, { displayName: 'Staff' });
