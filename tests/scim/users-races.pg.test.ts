@@ -19,6 +19,8 @@ import { expectScim, mintToken, PATCH, type Scim, scimClient } from './users-cli
  * directories creating one person at once end in one account and one
  * membership.
  */
+const GROUP = 'urn:ietf:params:scim:schemas:core:2.0:Group';
+
 describe('SCIM Users: deprovisioning, the last Owner, races', () => {
   let t: TestApp;
   let org: TestOrganization;
@@ -36,11 +38,12 @@ describe('SCIM Users: deprovisioning, the last Owner, races', () => {
     await t?.close();
   });
 
-  const setActiveFlag = (id: string, value: boolean) =>
-    scim(`/Users/${id}`, {
+  const setFlag = (client: Scim, id: string, value: boolean) =>
+    client(`/Users/${id}`, {
       method: 'PATCH',
       body: { schemas: [PATCH], Operations: [{ op: 'replace', path: 'active', value }] },
     });
+  const setActiveFlag = (id: string, value: boolean) => setFlag(scim, id, value);
   const memberOf = async (userId: string) => (await listMembers(t, org.owner)).find((m) => m.userId === userId);
   const promote = async (userId: string, slug: string) => {
     const member = (await memberOf(userId))!;
@@ -109,6 +112,55 @@ describe('SCIM Users: deprovisioning, the last Owner, races', () => {
     });
     await expectStatus(back, 200);
     expect(await expectScim(await setActiveFlag(user.id, false), 200)).toMatchObject({ active: false });
+  });
+
+  it("a member's role follows their mapped groups: the highest, else Member; reactivation takes the groups' role", async () => {
+    const fresh = await createOrganization(t, await signedInUser(t));
+    const dir = scimClient(t, (await mintToken(t, fresh)).token);
+    const roleOf = async (userId: string) =>
+      (await listMembers(t, fresh.owner)).find((m) => m.userId === userId)?.roleSlug ?? null;
+    const group = async (displayName: string) =>
+      expectScim(await dir('/Groups', { body: { schemas: [GROUP], displayName } }), 201);
+    const members = (id: string, op: 'add' | 'remove', userId: string) =>
+      dir(`/Groups/${id}`, {
+        method: 'PATCH',
+        body: { schemas: [PATCH], Operations: [{ op, path: 'members', value: [{ value: userId }] }] },
+      });
+    const user = await expectScim(await dir('/Users', { body: { userName: uniqueEmail('roles') } }), 201);
+    const other = await expectScim(await dir('/Users', { body: { userName: uniqueEmail('unmapped') } }), 201);
+    const [admins, viewers, plain] = [await group('Admins'), await group('Viewers'), await group('Plain')];
+    // The mapping as PUT /api/scim/group-roles stores it.
+    const [admin, viewer] = [await roleBySlug(t, fresh.owner, 'admin'), await roleBySlug(t, fresh.owner, 'viewer')];
+    await t.database.withOwner((db) =>
+      db
+        .insertInto('scim_group_roles')
+        .values([
+          { tenant_id: fresh.id, group_id: admins.id, role_id: admin.id },
+          { tenant_id: fresh.id, group_id: viewers.id, role_id: viewer.id },
+        ])
+        .execute(),
+    );
+    expect(await roleOf(user.id)).toBe('member');
+    await expectScim(await members(viewers.id, 'add', user.id), 200);
+    expect(await roleOf(user.id)).toBe('viewer');
+    await expectScim(await members(admins.id, 'add', user.id), 200);
+    expect(await roleOf(user.id)).toBe('admin');
+    await expectScim(await members(admins.id, 'remove', user.id), 200);
+    expect(await roleOf(user.id)).toBe('viewer');
+    await expectScim(await members(viewers.id, 'remove', user.id), 200);
+    expect(await roleOf(user.id)).toBe('member');
+    // An unmapped group decides nothing.
+    await expectScim(await members(plain.id, 'add', other.id), 200);
+    expect(await roleOf(other.id)).toBe('member');
+    // Deactivated, then put in the Admins group: back with the groups' role, not the one it left with.
+    await expectScim(await setFlag(dir, user.id, false), 200);
+    await expectScim(await members(admins.id, 'add', user.id), 200);
+    expect(await roleOf(user.id)).toBeNull();
+    await expectScim(await setFlag(dir, user.id, true), 200);
+    expect(await roleOf(user.id)).toBe('admin');
+    const changes = (await auditRows(t, fresh.id, 'member.role_changed')).filter((row) => row.metadata.memberId);
+    expect(changes.length).toBe(4);
+    expect(changes.every((row) => row.actor_id === null && row.metadata.via === 'scim')).toBe(true);
   });
 
   it('two POSTs for one userName at once: one account, one membership, one 201 and one 409', async () => {
