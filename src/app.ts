@@ -37,6 +37,7 @@ import { organizationSecurityRoutes } from './routes/organization-security.js';
 import { roleRoutes } from './routes/roles.js';
 import { scimService } from './routes/scim-discovery.js';
 import { scimGroupRoutes } from './routes/scim-groups.js';
+import { scimTokenRoutes } from './routes/scim-tokens.js';
 import { scimUserRoutes } from './routes/scim-users.js';
 import { sessionRoutes } from './routes/session.js';
 import { ssoConnectionRoutes } from './routes/sso-connections.js';
@@ -220,6 +221,7 @@ export function createApp(deps: AppDeps, options: CreateAppOptions = {}) {
   // No resolver given: every check fails as a lookup that proved nothing (the entries always give one).
   const resolveTxt = options.resolveTxt ?? ((name: string) => Promise.reject(new DnsLookupError('ENOTIMP', name)));
   app.route('/', ssoDomainRoutes({ db, resolveTxt, clock }));
+  app.route('/', scimTokenRoutes({ db }));
   app.route('/', userRoutes({ db, clock, graceDays: config.accountDeletionGraceDays }));
   app.route('/', cronRoutes({ db, clock, cronSecret: config.cronSecret, graceDays: config.accountDeletionGraceDays }));
 

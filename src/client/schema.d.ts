@@ -4623,6 +4623,386 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/scim/tokens": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The organization's SCIM tokens in force (never the token) */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Tokens, oldest first */
+                200: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ScimToken"][];
+                    };
+                };
+                /** @description VALIDATION_ERROR: a body sent as JSON that is malformed, not UTF-8, nested deeper than 32 levels or holding a NUL character (checked on every request, even one to a route that takes no body) */
+                400: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description UNAUTHORIZED: no valid session */
+                401: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description FORBIDDEN: an API key; ACCOUNT_SCHEDULED_FOR_DELETION: the account is scheduled for deletion and the route is not on the allowlist; NO_ACTIVE_ORGANIZATION: the session has no active organization; MFA_REQUIRED: the organization requires multi-factor sessions; message `Multi-factor authentication required`; INSUFFICIENT_PERMISSIONS: the caller lacks a permission the route needs, or one it tries to grant (a role, an invitation, API-key scopes; `details` name them) (and NOT_OWNER where the route says so) */
+                403: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
+                413: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
+                429: {
+                    headers: {
+                        /** @description Requests allowed in the window */
+                        "X-RateLimit-Limit"?: string;
+                        /** @description Requests left in the window (0) */
+                        "X-RateLimit-Remaining"?: string;
+                        /** @description Unix seconds when the window or block ends */
+                        "X-RateLimit-Reset"?: string;
+                        /** @description Seconds to wait */
+                        "Retry-After"?: string;
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
+                500: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
+                503: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        /** Create a SCIM token for the organization's directory (valid on /api/scim/v2 only) */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["CreateScimToken"];
+                };
+            };
+            responses: {
+                /** @description The token, shown once */
+                201: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["CreatedScimToken"];
+                    };
+                };
+                /** @description VALIDATION_ERROR: a body sent as JSON that is malformed, not UTF-8, nested deeper than 32 levels or holding a NUL character; wrong types, unknown fields, a path id that is not a UUID v4, a bad query parameter (`details` name them) */
+                400: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description UNAUTHORIZED: no valid session */
+                401: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description FORBIDDEN: an API key; a cookie-bearing state change from an origin other than the app's; ACCOUNT_SCHEDULED_FOR_DELETION: the account is scheduled for deletion and the route is not on the allowlist; NO_ACTIVE_ORGANIZATION: the session has no active organization; MFA_REQUIRED: the organization requires multi-factor sessions; message `Multi-factor authentication required`; INSUFFICIENT_PERMISSIONS: the caller lacks a permission the route needs, or one it tries to grant (a role, an invitation, API-key scopes; `details` name them); STEP_UP_REQUIRED: a sensitive action: the session has not proved every factor of its account within STEP_UP_MAX_AGE; message `Recent authentication required`; `POST /api/session/step-up` renews it (and NOT_OWNER where the route says so) */
+                403: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; DOMAIN_TAKEN: an SSO domain another organization has verified; DOMAIN_NOT_VERIFIED: no TXT record at the domain's `txtName` holds its `txtValue` (yet); QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
+                409: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
+                413: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description UNSUPPORTED_MEDIA_TYPE: a body that is not JSON on a JSON route */
+                415: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
+                429: {
+                    headers: {
+                        /** @description Requests allowed in the window */
+                        "X-RateLimit-Limit"?: string;
+                        /** @description Requests left in the window (0) */
+                        "X-RateLimit-Remaining"?: string;
+                        /** @description Unix seconds when the window or block ends */
+                        "X-RateLimit-Reset"?: string;
+                        /** @description Seconds to wait */
+                        "Retry-After"?: string;
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
+                500: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
+                503: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/scim/tokens/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Revoke a SCIM token: refused from the next request on */
+        delete: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The token is revoked */
+                200: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** Format: uuid */
+                            id: string;
+                            /** @enum {boolean} */
+                            deleted: true;
+                        };
+                    };
+                };
+                /** @description VALIDATION_ERROR: a body sent as JSON that is malformed, not UTF-8, nested deeper than 32 levels or holding a NUL character; wrong types, unknown fields, a path id that is not a UUID v4, a bad query parameter (`details` name them) */
+                400: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description UNAUTHORIZED: no valid session */
+                401: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description FORBIDDEN: an API key; a cookie-bearing state change from an origin other than the app's; ACCOUNT_SCHEDULED_FOR_DELETION: the account is scheduled for deletion and the route is not on the allowlist; NO_ACTIVE_ORGANIZATION: the session has no active organization; MFA_REQUIRED: the organization requires multi-factor sessions; message `Multi-factor authentication required`; INSUFFICIENT_PERMISSIONS: the caller lacks a permission the route needs, or one it tries to grant (a role, an invitation, API-key scopes; `details` name them); STEP_UP_REQUIRED: a sensitive action: the session has not proved every factor of its account within STEP_UP_MAX_AGE; message `Recent authentication required`; `POST /api/session/step-up` renews it (and NOT_OWNER where the route says so) */
+                403: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description NOT_FOUND: an unknown id, and also an id of another organization (never revealing that it exists) */
+                404: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; DOMAIN_TAKEN: an SSO domain another organization has verified; DOMAIN_NOT_VERIFIED: no TXT record at the domain's `txtName` holds its `txtValue` (yet); QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
+                409: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
+                413: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
+                429: {
+                    headers: {
+                        /** @description Requests allowed in the window */
+                        "X-RateLimit-Limit"?: string;
+                        /** @description Requests left in the window (0) */
+                        "X-RateLimit-Remaining"?: string;
+                        /** @description Unix seconds when the window or block ends */
+                        "X-RateLimit-Reset"?: string;
+                        /** @description Seconds to wait */
+                        "Retry-After"?: string;
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
+                500: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
+                503: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/users/me": {
         parameters: {
             query?: never;
@@ -14874,6 +15254,27 @@ export interface components {
         AddSsoDomain: {
             /** @description An email domain, e.g. `example.com` */
             domain: string;
+        };
+        CreatedScimToken: {
+            /** Format: uuid */
+            id: string;
+            name: string;
+            /** Format: date-time */
+            createdAt: string;
+            /** @description The token, for the directory's SCIM connection. Shown here once; it cannot be retrieved again. */
+            token: string;
+        };
+        CreateScimToken: {
+            name: string;
+        };
+        ScimToken: {
+            /** Format: uuid */
+            id: string;
+            name: string;
+            /** Format: date-time */
+            createdAt: string;
+            /** Format: date-time */
+            lastUsedAt: string | null;
         };
         Profile: {
             /** Format: uuid */
