@@ -183,6 +183,17 @@ describe('SCIM Groups', () => {
     await createGroup(b, { displayName: 'Sales' });
   });
 
+  it('two directories creating one name at once: one group, the other told uniqueness', async () => {
+    const name = `Race ${crypto.randomUUID().slice(0, 6)}`;
+    const post = () => scim(a, '/Groups', { method: 'POST', body: { schemas: [GROUP], displayName: name } });
+    const answers = await Promise.all([post(), post()]);
+    expect(answers.map((r) => r.status).sort()).toEqual([201, 409]);
+    const lost = answers.find((r) => r.status === 409)!;
+    expect(await lost.json()).toMatchObject({ status: '409', scimType: 'uniqueness' });
+    const filter = encodeURIComponent(`displayName eq "${name}"`);
+    expect((await list(a, `filter=${filter}`)).totalResults).toBe(1);
+  });
+
   it('a member must be a SCIM User of the organization (400 invalidValue); nothing is written', async () => {
     const stranger = await scimUser(b);
     const before = (await list(a, 'count=0')).totalResults;
