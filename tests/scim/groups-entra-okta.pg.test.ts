@@ -1,6 +1,4 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { generateScimToken } from '../../src/auth/scim-token-material.js';
-import { insertScimToken } from '../../src/db/queries/scim-tokens.js';
 import { createTestApp, type TestApp } from '../support/app.js';
 import { call, expectStatus } from '../support/http.js';
 import { asOwnerInTenant, createOrganization, roleBySlug, type TestOrganization } from '../support/orgs.js';
@@ -53,12 +51,14 @@ describe('SCIM Groups as Entra ID and Okta send them', () => {
     expect(body).toMatchObject({ status: String(status), ...(scimType ? { scimType } : {}) });
   };
 
-  /** An organization and a directory token of it, stored as POST /api/scim/tokens stores one. */
+  /** An organization and a directory token its Owner created. */
   const directory = async (): Promise<Directory> => {
     const org = await createOrganization(t, await signedInUser(t));
-    const material = generateScimToken();
-    await insertScimToken(t.db, { tenantId: org.id, createdBy: org.owner.id, name: 'IdP', material });
-    return { org, token: material.token };
+    const { token } = await expectStatus<{ token: string }>(
+      await call(t, '/api/scim/tokens', { body: { name: 'IdP' }, jar: org.owner.jar }),
+      201,
+    );
+    return { org, token };
   };
   /** A SCIM User of the organization, created by the directory as Entra ID and Okta create one. */
   const user = async (dir: Directory, name: string) => {

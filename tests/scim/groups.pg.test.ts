@@ -1,6 +1,4 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { generateScimToken } from '../../src/auth/scim-token-material.js';
-import { insertScimToken } from '../../src/db/queries/scim-tokens.js';
 import { createTestApp, type TestApp } from '../support/app.js';
 import { call, expectStatus } from '../support/http.js';
 import { asOwnerInTenant, auditRows, createOrganization, roleBySlug, type TestOrganization } from '../support/orgs.js';
@@ -73,19 +71,13 @@ describe('SCIM Groups', () => {
   const list = async (dir: Directory, query: string) =>
     expectStatus<ListResponse>(await scim(dir, `/Groups?${query}`), 200);
 
-  /**
-   * A directory token of the organization, stored as POST /api/scim/tokens
-   * stores one.
-   */
+  /** A directory token of the organization, created by its Owner. */
   const directory = async (org: TestOrganization): Promise<Directory> => {
-    const material = generateScimToken();
-    const { id } = await insertScimToken(t.db, {
-      tenantId: org.id,
-      createdBy: org.owner.id,
-      name: 'Directory',
-      material,
-    });
-    return { org, token: material.token, tokenId: id };
+    const created = await expectStatus<{ id: string; token: string }>(
+      await call(t, '/api/scim/tokens', { body: { name: 'Directory' }, jar: org.owner.jar }),
+      201,
+    );
+    return { org, token: created.token, tokenId: created.id };
   };
   /** A SCIM User of the directory's organization, created by the directory (a member, Member). */
   const scimUser = async (dir: Directory, name = 'Ada Lovelace') => {
