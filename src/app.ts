@@ -36,6 +36,7 @@ import { memberRoutes } from './routes/members.js';
 import { organizationSecurityRoutes } from './routes/organization-security.js';
 import { roleRoutes } from './routes/roles.js';
 import { scimService } from './routes/scim-discovery.js';
+import { scimGroupRoleRoutes } from './routes/scim-group-roles.js';
 import { scimGroupRoutes } from './routes/scim-groups.js';
 import { scimTokenRoutes } from './routes/scim-tokens.js';
 import { scimUserRoutes } from './routes/scim-users.js';
@@ -222,6 +223,7 @@ export function createApp(deps: AppDeps, options: CreateAppOptions = {}) {
   const resolveTxt = options.resolveTxt ?? ((name: string) => Promise.reject(new DnsLookupError('ENOTIMP', name)));
   app.route('/', ssoDomainRoutes({ db, resolveTxt, clock }));
   app.route('/', scimTokenRoutes({ db }));
+  app.route('/', scimGroupRoleRoutes({ db }));
   app.route('/', userRoutes({ db, clock, graceDays: config.accountDeletionGraceDays }));
   app.route('/', cronRoutes({ db, clock, cronSecret: config.cronSecret, graceDays: config.accountDeletionGraceDays }));
 

@@ -5003,6 +5003,247 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/scim/group-roles": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Which role each of the directory's groups gives its members */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Mappings, oldest group first */
+                200: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ScimGroupRole"][];
+                    };
+                };
+                /** @description VALIDATION_ERROR: a body sent as JSON that is malformed, not UTF-8, nested deeper than 32 levels or holding a NUL character (checked on every request, even one to a route that takes no body) */
+                400: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description UNAUTHORIZED: no valid session */
+                401: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description ACCOUNT_SCHEDULED_FOR_DELETION: the account is scheduled for deletion and the route is not on the allowlist; NO_ACTIVE_ORGANIZATION: the session has no active organization; MFA_REQUIRED: the organization requires multi-factor sessions; message `Multi-factor authentication required`; INSUFFICIENT_PERMISSIONS: the caller lacks a permission the route needs, or one it tries to grant (a role, an invitation, API-key scopes; `details` name them) (and NOT_OWNER where the route says so) */
+                403: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
+                413: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
+                429: {
+                    headers: {
+                        /** @description Requests allowed in the window */
+                        "X-RateLimit-Limit"?: string;
+                        /** @description Requests left in the window (0) */
+                        "X-RateLimit-Remaining"?: string;
+                        /** @description Unix seconds when the window or block ends */
+                        "X-RateLimit-Reset"?: string;
+                        /** @description Seconds to wait */
+                        "Retry-After"?: string;
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
+                500: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
+                503: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        /**
+         * Replace the mapping from the directory's groups to roles
+         * @description A member's role is the highest role of their groups (Owner > Admin > Member > Viewer; between custom roles, more permissions), else Member: every member of a group whose role changes gets their role again at once. Groups and roles must be the organization's (400); roles given or taken away must be the caller's to grant, Owner only by an Owner (403); the last Owner is never demoted (409 OWNERSHIP_CONSTRAINT).
+         */
+        put: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["ScimGroupRole"][];
+                };
+            };
+            responses: {
+                /** @description The mapping now */
+                200: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ScimGroupRole"][];
+                    };
+                };
+                /** @description VALIDATION_ERROR: a body sent as JSON that is malformed, not UTF-8, nested deeper than 32 levels or holding a NUL character; wrong types, unknown fields, a path id that is not a UUID v4, a bad query parameter (`details` name them) */
+                400: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description UNAUTHORIZED: no valid session */
+                401: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description FORBIDDEN: an API key; a cookie-bearing state change from an origin other than the app's; ACCOUNT_SCHEDULED_FOR_DELETION: the account is scheduled for deletion and the route is not on the allowlist; NO_ACTIVE_ORGANIZATION: the session has no active organization; MFA_REQUIRED: the organization requires multi-factor sessions; message `Multi-factor authentication required`; INSUFFICIENT_PERMISSIONS: the caller lacks a permission the route needs, or one it tries to grant (a role, an invitation, API-key scopes; `details` name them) (and NOT_OWNER where the route says so) */
+                403: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description SLUG_CONFLICT: a role slug already used in the organization; OWNERSHIP_CONSTRAINT: a change that would leave an organization without an Owner; DEFAULT_ROLE: deleting or renaming a default role, or changing the Owner role's permissions; TARGET_NOT_ADMIN: an ownership transfer to a member who is not an Admin of the organization; DOMAIN_TAKEN: an SSO domain another organization has verified; DOMAIN_NOT_VERIFIED: no TXT record at the domain's `txtName` holds its `txtValue` (yet); QUOTA_EXCEEDED: over a per-organization quota (WEBHOOK_MAX_ENDPOINTS) (where the route can cause them) */
+                409: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description PAYLOAD_TOO_LARGE: a body over 1,048,576 bytes, announced by Content-Length or streamed */
+                413: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description UNSUPPORTED_MEDIA_TYPE: a body that is not JSON on a JSON route */
+                415: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description RATE_LIMITED: too many requests; the X-RateLimit-* and Retry-After headers say when to retry */
+                429: {
+                    headers: {
+                        /** @description Requests allowed in the window */
+                        "X-RateLimit-Limit"?: string;
+                        /** @description Requests left in the window (0) */
+                        "X-RateLimit-Remaining"?: string;
+                        /** @description Unix seconds when the window or block ends */
+                        "X-RateLimit-Reset"?: string;
+                        /** @description Seconds to wait */
+                        "Retry-After"?: string;
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description INTERNAL_ERROR: anything unexpected (logged with the request id) */
+                500: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description SERVICE_UNAVAILABLE: the database or the rate-limit store does not answer */
+                503: {
+                    headers: {
+                        "X-Request-Id": components["headers"]["XRequestId"];
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/users/me": {
         parameters: {
             query?: never;
@@ -15275,6 +15516,18 @@ export interface components {
             createdAt: string;
             /** Format: date-time */
             lastUsedAt: string | null;
+        };
+        ScimGroupRole: {
+            /**
+             * Format: uuid
+             * @description A SCIM Group's id in the organization
+             */
+            groupId: string;
+            /**
+             * Format: uuid
+             * @description One of the organization's roles
+             */
+            roleId: string;
         };
         Profile: {
             /** Format: uuid */

@@ -1,5 +1,4 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { scimGroupRoleRoutes } from '../../src/routes/scim-group-roles.js';
 import { createTestApp, type TestApp } from '../support/app.js';
 import { call, expectError, expectStatus } from '../support/http.js';
 import {
@@ -26,16 +25,6 @@ import { signedInUser } from '../support/users.js';
  * gets the highest role of their groups at once (else Member), in the same
  * transaction, and the last Owner is never demoted.
  */
-/**
- * The routes mounted on the test app as src/app.ts will mount them (the
- * security suites' walk must learn a body that is a list first).
- */
-async function appWithGroupRoles(env?: Record<string, string>) {
-  const t = await createTestApp(env ? { env } : {});
-  t.app.route('/', scimGroupRoleRoutes({ db: t.db }));
-  return t;
-}
-
 interface Mapping {
   groupId: string;
   roleId: string;
@@ -88,7 +77,7 @@ describe('SCIM group roles', () => {
     });
 
   beforeAll(async () => {
-    t = await appWithGroupRoles();
+    t = await createTestApp();
     const owner = await signedInUser(t);
     org = await createOrganization(t, owner);
     other = await createOrganization(t, await signedInUser(t));
@@ -155,6 +144,11 @@ describe('SCIM group roles', () => {
         [carol.memberId, roles.admin.id],
       ].sort(),
     );
+    // A person changed the mapping, no directory: each role change names them, and no token.
+    for (const row of changes) {
+      expect(row.actor_id).toBe(org.owner.id);
+      expect(row.metadata.scimTokenId).toBeUndefined();
+    }
   });
 
   it('a group no longer mapped gives its members the role of their other groups, else Member', async () => {
@@ -264,7 +258,7 @@ describe('SCIM group roles with API keys', () => {
   let org: TestOrganization;
 
   beforeAll(async () => {
-    t = await appWithGroupRoles({ API_KEY_AUTH: 'enabled' });
+    t = await createTestApp({ env: { API_KEY_AUTH: 'enabled' } });
     org = await createOrganization(t, await signedInUser(t));
   });
   afterAll(() => t.close());

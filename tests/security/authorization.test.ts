@@ -116,6 +116,12 @@ const BUILDERS: Record<string, (a: Fixture, caller: { id: string; email: string 
   'GET /api/scim/tokens': () => ({ path: '/api/scim/tokens' }),
   'POST /api/scim/tokens': () => ({ path: '/api/scim/tokens', body: { name: 'matrix' } }),
   'DELETE /api/scim/tokens/{id}': () => ({ path: `/api/scim/tokens/${crypto.randomUUID()}` }),
+  'GET /api/scim/group-roles': () => ({ path: '/api/scim/group-roles' }),
+  // The fixture holds no SCIM group: a random id (tests/scim/group-roles.pg.test.ts names another organization's).
+  'PUT /api/scim/group-roles': (a) => ({
+    path: '/api/scim/group-roles',
+    body: [{ groupId: crypto.randomUUID(), roleId: a.viewerRole.id }],
+  }),
   'GET /api/sso/domains': () => ({ path: '/api/sso/domains' }),
   'POST /api/sso/domains': () => ({ path: '/api/sso/domains', body: { domain: 'matrix.example.com' } }),
   'POST /api/sso/domains/{id}/verify': () => ({ path: `/api/sso/domains/${crypto.randomUUID()}/verify` }),

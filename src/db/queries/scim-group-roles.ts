@@ -124,10 +124,9 @@ export function replaceGroupRoles(
       .where('group_id', 'in', changedGroups)
       .orderBy('user_id')
       .execute();
-    // No token acts here: the person who changed the mapping is this request's `scim.group_roles_updated` actor.
-    // syncMemberRole has no field for that yet; its entries carry no scimTokenId (null) instead.
-    const noToken = null as unknown as string;
-    for (const { user_id } of affected) await syncMemberRole(trx, { tenantId, userId: user_id, scimTokenId: noToken });
+    // No token acts here: the person who changed the mapping does.
+    for (const { user_id } of affected)
+      await syncMemberRole(trx, { tenantId, userId: user_id, scimTokenId: null, actorId: caller.user.id });
     await recordAudit(trx, {
       action: 'scim.group_roles_updated',
       actorId: caller.user.id,

@@ -18,10 +18,13 @@ type Trx = Transaction<Database>;
 export interface ScimUserActor {
   tenantId: string;
   userId: string;
-  scimTokenId: string;
+  /** The directory's token; null when a person's change recomputes roles (PUT /api/scim/group-roles). */
+  scimTokenId: string | null;
+  /** Who acts when no token does: that person. */
+  actorId?: string | null;
 }
 
-const via = (scimTokenId: string) => ({ scimTokenId, via: 'scim' });
+const via = (scimTokenId: string | null) => (scimTokenId ? { scimTokenId, via: 'scim' } : {});
 
 function lastOwner(): ApiError {
   return new ApiError('OWNERSHIP_CONSTRAINT', 'The organization must keep at least one Owner');
@@ -98,7 +101,7 @@ export async function roleFromGroups(trx: Trx, tenantId: string, userId: string)
  */
 export async function syncMemberRole(
   trx: Trx,
-  { tenantId, userId, scimTokenId }: ScimUserActor,
+  { tenantId, userId, scimTokenId, actorId = null }: ScimUserActor,
 ): Promise<string | null> {
   const owners = await lockOwners(trx, tenantId);
   const member = await membershipOf(trx, tenantId, userId);
@@ -114,7 +117,7 @@ export async function syncMemberRole(
     .execute();
   await recordAudit(trx, {
     action: 'member.role_changed',
-    actorId: null,
+    actorId,
     organizationId: tenantId,
     metadata: { memberId: member.id, roleId: role.id, previousRoleId: member.role_id, ...via(scimTokenId) },
   });
