@@ -12,7 +12,8 @@
  *   1. a revoked session (revoke-sessions from another session; sign-out of the same one;
  *      a password change from another session, which ends the others),
  *   2. a member's role change (admin -> viewer),
- *   3. a member's removal,
+ *   3. a member's removal, also by the organization's directory (SCIM `active: false`:
+ *      their session and their API key),
  *
  * and that the instances share what must be shared:
  *
@@ -120,6 +121,8 @@ describe('two Node instances on one PostgreSQL and one Redis', { timeout: 180_00
         ACCOUNT_DELETION_GRACE_DAYS: '0',
         // The webhook receiver of case 6 is on loopback.
         WEBHOOK_ALLOW_PRIVATE_URLS: 'true',
+        // The SCIM case's member holds an API key in the organization.
+        API_KEY_AUTH: 'enabled',
       };
       [a, b, c] = await Promise.all([
         startInstance('A', env),
@@ -308,6 +311,80 @@ describe('two Node instances on one PostgreSQL and one Redis', { timeout: 180_00
     expect(after.user.id).toBe(member.id);
     expect(after.session.activeOrganizationId).toBeNull();
     expect(after.permissions).toEqual([]);
+  });
+
+  it("the directory deactivating a member through A (SCIM): their session and API key are refused on B's next request", async () => {
+    const boss = await newUser(a, 'owner');
+    const organizationId = await newOrganization(a, boss);
+    const member = await newUser(b, 'provisioned');
+    const token = expectAnswer(
+      await a.request('/api/scim/tokens', { body: { name: 'directory' }, jar: boss.jar, ip: boss.ip }),
+      201,
+    ).token as string;
+    const scim = { authorization: `Bearer ${token}` };
+    // The directory provisions the existing account: it becomes a member.
+    const created = expectAnswer(
+      await a.request('/api/scim/v2/Users', {
+        body: { schemas: ['urn:ietf:params:scim:schemas:core:2.0:User'], userName: member.email, active: true },
+        headers: scim,
+      }),
+      201,
+    );
+    expect(created.id).toBe(member.id);
+    // An Admin, so that they hold an API key in the organization.
+    const members = expectAnswer(await a.request('/api/members', { jar: boss.jar, ip: boss.ip }), 200) as {
+      id: string;
+      userId: string;
+    }[];
+    const roles = expectAnswer(await a.request('/api/roles', { jar: boss.jar, ip: boss.ip }), 200) as {
+      id: string;
+      slug: string;
+    }[];
+    expectAnswer(
+      await a.request(`/api/admin/members/${members.find((m) => m.userId === member.id)!.id}`, {
+        method: 'PATCH',
+        body: { roleId: roles.find((role) => role.slug === 'admin')!.id },
+        jar: boss.jar,
+        ip: boss.ip,
+      }),
+      200,
+    );
+    expectAnswer(
+      await b.request('/api/auth/organization/set-active', {
+        body: { organizationId },
+        jar: member.jar,
+        ip: member.ip,
+      }),
+      200,
+    );
+    const key = expectAnswer(
+      await b.request('/api/api-keys', {
+        body: { name: 'laptop', scopes: ['roles:read'] },
+        jar: member.jar,
+        ip: member.ip,
+      }),
+      201,
+    ).key as string;
+    const withKey = { authorization: `Bearer ${key}` };
+    // Both work through B (and B has read their state just now).
+    expectAnswer(await b.request('/api/roles', { jar: member.jar, ip: member.ip }), 200);
+    expectAnswer(await b.request('/api/roles', { headers: withKey, ip: member.ip }), 200);
+
+    expectAnswer(
+      await a.request(`/api/scim/v2/Users/${member.id}`, {
+        method: 'PATCH',
+        body: {
+          schemas: ['urn:ietf:params:scim:api:messages:2.0:PatchOp'],
+          Operations: [{ op: 'Replace', path: 'active', value: 'False' }],
+        },
+        headers: scim,
+      }),
+      200,
+    );
+
+    // The very next requests through B.
+    expectError(await b.request('/api/roles', { jar: member.jar, ip: member.ip }), 403, 'NO_ACTIVE_ORGANIZATION');
+    expectError(await b.request('/api/roles', { headers: withKey, ip: member.ip }), 401, 'UNAUTHORIZED');
   });
 
   it("a member's role flipped 30 times through A is seen by the very next read through B and through C, every time", async () => {
