@@ -26,7 +26,8 @@ import { freePort, randomSecret, startWranglerDev, type WranglerDev } from './su
  * loopback; the Worker has no other way to reach it), the OIDC discovery,
  * token and JWKS requests made with workerd's fetch and the ID token
  * verified by jose on its WebCrypto, and a SAML response checked by
- * samlify, xmldom and xml-crypto at request time on nodejs_compat.
+ * samlify, xmldom and xml-crypto at request time on nodejs_compat. Last, a
+ * directory's SCIM sequence (docs/scim.md) through the Worker's SCIM door.
  *
  * Production takes only https:// issuers and endpoints, so the OpenID
  * Provider serves TLS with a certificate workerd trusts through
@@ -307,5 +308,66 @@ describe('enterprise SSO in workerd (wrangler dev): DNS over TCP, OIDC and SAML 
     const session = await json<SessionAnswer>(await call('/api/session', { jar: browser }), 200);
     expect(session.user).toMatchObject({ email, emailVerified: true });
     expect(session.session.activeOrganizationId).toBe(organizationId);
+  });
+
+  it('provisions over SCIM through the Worker: a token, a User found by filter, deactivated, deleted', async () => {
+    const { token } = await json<{ token: string }>(
+      await call('/api/scim/tokens', { body: { name: 'directory' }, jar: owner }),
+      201,
+    );
+    const scim = (path: string, init: { method?: string; body?: unknown; token?: string } = {}) =>
+      fetch(`${worker.url}/api/scim/v2${path}`, {
+        method: init.method ?? (init.body === undefined ? 'GET' : 'POST'),
+        headers: {
+          ...(init.token === '' ? {} : { authorization: `Bearer ${init.token ?? token}` }),
+          ...(init.body === undefined ? {} : { 'content-type': 'application/scim+json' }),
+        },
+        body: init.body === undefined ? undefined : JSON.stringify(init.body),
+      });
+    const memberEmails = async () =>
+      (await json<{ email: string }[]>(await call('/api/members', { jar: owner }), 200)).map((m) => m.email);
+    const email = `provisioned-${crypto.randomUUID().slice(0, 8)}@${domain}`;
+
+    const created = await json<{ id: string }>(
+      await scim('/Users', {
+        body: {
+          schemas: ['urn:ietf:params:scim:schemas:core:2.0:User'],
+          userName: email,
+          name: { givenName: 'Sam', familyName: 'Provisioned' },
+          active: true,
+        },
+      }),
+      201,
+    );
+    expect(created).toMatchObject({ userName: email, active: true, meta: { resourceType: 'User' } });
+    expect(await memberEmails()).toContain(email);
+    const found = await json<{ totalResults: number }>(
+      await scim(`/Users?filter=${encodeURIComponent(`userName eq "${email.toUpperCase()}"`)}`),
+      200,
+    );
+    expect(found.totalResults).toBe(1);
+
+    await json(
+      await scim(`/Users/${created.id}`, {
+        method: 'PATCH',
+        body: {
+          schemas: ['urn:ietf:params:scim:api:messages:2.0:PatchOp'],
+          Operations: [{ op: 'Replace', path: 'active', value: 'False' }],
+        },
+      }),
+      200,
+    );
+    expect(await memberEmails()).not.toContain(email);
+    expect((await scim(`/Users/${created.id}`, { method: 'DELETE' })).status).toBe(204);
+    const gone = await scim(`/Users/${created.id}`);
+    expect(gone.status).toBe(404);
+    expect(gone.headers.get('content-type')).toMatch(/^application\/scim\+json/);
+    // Without the token: SCIM's error shape, from the Worker too.
+    const refused = await scim('/Users', { token: '' });
+    expect(refused.status).toBe(401);
+    expect(await refused.json()).toMatchObject({
+      schemas: ['urn:ietf:params:scim:api:messages:2.0:Error'],
+      status: '401',
+    });
   });
 });
