@@ -19,8 +19,9 @@ import { createRouter } from '../router.js';
 import { ScimError } from '../scim/errors.js';
 import { parseScimFilter } from '../scim/filter.js';
 import { USER_FILTER_ATTRIBUTES } from '../scim/filter-attributes.js';
+import { applyScimPatch, parseScimPatch } from '../scim/patch.js';
 import { etagOf, ifMatchAllows, listResponse, locationOf, parsePaging, userResource } from '../scim/resources.js';
-import { userFromBody, userFromPatch } from '../scim/user-input.js';
+import { userChanges, userFromBody } from '../scim/user-input.js';
 import { ApiError } from '../shared/errors.js';
 
 import type { AppEnv } from '../shared/types.js';
@@ -131,12 +132,14 @@ export function scimUserRoutes({ db, authUrl }: ScimUserRouteDeps) {
     })
     .patch('/api/scim/v2/Users/:id', scim, async (c) => {
       const id = idOf(c);
-      const body = (await json(c)) as { Operations?: unknown } | null;
+      const body = await json(c);
       const writer = writerOf(c);
       const send = await withTenant(db, writer.tenantId, async (trx) => {
         const current = await getScimUser(trx, writer.tenantId, id);
         if (!current) throw notFound();
-        const { userName, ...rest } = userFromPatch(body?.Operations, current.name);
+        const before: Record<string, unknown> = { ...userResource(authUrl, current) };
+        const after = applyScimPatch(before, parseScimPatch(body, 'User'));
+        const { userName, ...rest } = userChanges(before, after, current.name);
         const changes = { ...rest, ...(userName !== undefined ? { email: address(userName) } : {}) };
         await updateScimUser(trx, writer, id, changes, ifMatch(c));
         return answer(c, trx, id);

@@ -147,20 +147,35 @@ export function userFromBody(body: unknown): Required<UserFieldsInput> & { userN
   };
 }
 
-/** RFC 7644 section 3.5.2 on a User, as Entra ID and Okta send it: only what changes. */
-export function userFromPatch(operations: unknown, currentName: string): UserFieldsInput {
-  if (!Array.isArray(operations) || operations.length === 0) throw invalid('Operations must be a non-empty list');
+/**
+ * What a PATCH changed (RFC 7644 section 3.5.2, applied by src/scim/patch.ts
+ * to the User as the service answers it): only the fields whose value moved.
+ * The name follows the part that moved: displayName, else name.formatted,
+ * else the given and family names over the current name.
+ */
+export function userChanges(
+  before: Record<string, unknown>,
+  after: Record<string, unknown>,
+  currentName: string,
+): UserFieldsInput {
   const out: UserFieldsInput = {};
-  const name: NameParts = {};
-  for (const operation of operations as { op?: unknown; path?: unknown; value?: unknown }[]) {
-    const op = typeof operation?.op === 'string' ? operation.op.toLowerCase() : '';
-    if (op !== 'add' && op !== 'replace' && op !== 'remove') throw invalid(`Unknown op: ${String(operation?.op)}`);
-    const path = typeof operation.path === 'string' ? operation.path.trim().replace(CORE, '') : '';
-    if (!path) {
-      if (op === 'remove') throw new ScimError(400, 'noTarget', 'remove needs a path');
-      attributes(op, operation.value, out, name);
-    } else take(op, path.toLowerCase(), operation.value, out, name);
-  }
-  const settled = settleName(name, currentName);
+  if (after.active !== before.active) out.active = after.active === undefined ? false : bool(after.active, 'active');
+  if (after.externalId !== before.externalId)
+    out.externalId =
+      after.externalId === undefined || after.externalId === null ? null : str(after.externalId, 'externalId');
+  if (after.userName !== before.userName) out.userName = str(after.userName, 'userName', 254);
+  const was = (before.name ?? {}) as Record<string, unknown>;
+  const now = (after.name ?? {}) as Record<string, unknown>;
+  const moved = (value: unknown, previous: unknown) => (value !== previous ? value : undefined);
+  const text = (value: unknown, path: string) => (value === undefined || value === null ? '' : str(value, path));
+  const parts: NameParts = {};
+  const displayName = moved(after.displayName, before.displayName);
+  if (displayName !== undefined || (after.displayName === undefined && before.displayName !== undefined))
+    parts.displayName = text(displayName, 'displayName');
+  const formatted = moved(now.formatted, was.formatted);
+  if (formatted !== undefined) parts.formatted = text(formatted, 'name.formatted');
+  if (moved(now.givenName, was.givenName) !== undefined) parts.givenName = text(now.givenName, 'name.givenName');
+  if (moved(now.familyName, was.familyName) !== undefined) parts.familyName = text(now.familyName, 'name.familyName');
+  const settled = Object.keys(parts).length > 0 ? settleName(parts, currentName) : undefined;
   return { ...out, ...(settled !== undefined ? { name: settled } : {}) };
 }

@@ -127,7 +127,7 @@ describe('SCIM Users', () => {
     const same = await expectScim(
       await scim(`/Users/${user.id}`, {
         method: 'PATCH',
-        body: { Operations: [{ op: 'replace', path: 'externalId', value: 'b' }] },
+        body: { schemas: [PATCH], Operations: [{ op: 'replace', path: 'externalId', value: 'b' }] },
       }),
       200,
     );
@@ -139,7 +139,8 @@ describe('SCIM Users', () => {
 
   it('userName never changes; unknown attributes and paths are refused; read-only ones too', async () => {
     const user = await create({ userName: uniqueEmail('fixed') });
-    const patch = (Operations: unknown[]) => scim(`/Users/${user.id}`, { method: 'PATCH', body: { Operations } });
+    const patch = (Operations: unknown[]) =>
+      scim(`/Users/${user.id}`, { method: 'PATCH', body: { schemas: [PATCH], Operations } });
     await expectScim(await patch([{ op: 'replace', path: 'userName', value: uniqueEmail('else') }]), 400, 'mutability');
     await expectScim(await patch([{ op: 'replace', path: 'userName', value: user.userName.toUpperCase() }]), 200);
     await expectScim(await patch([{ op: 'replace', path: 'nope', value: 1 }]), 400, 'invalidPath');
@@ -220,7 +221,7 @@ describe('SCIM Users', () => {
     const user = await create({ userName: uniqueEmail('mine') });
     await expectScim(await otherScim(`/Users/${user.id}`), 404);
     await expectScim(await otherScim(`/Users/${user.id}`, { method: 'PUT', body: { userName: user.userName } }), 404);
-    const deactivate = { Operations: [{ op: 'replace', path: 'active', value: false }] };
+    const deactivate = { schemas: [PATCH], Operations: [{ op: 'replace', path: 'active', value: false }] };
     await expectScim(await otherScim(`/Users/${user.id}`, { method: 'PATCH', body: deactivate }), 404);
     await expectScim(await otherScim(`/Users/${user.id}`, { method: 'DELETE' }), 404);
     const list = await expectScim(
