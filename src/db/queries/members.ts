@@ -202,3 +202,33 @@ export async function membershipOf(trx: Transaction<Database>, tenantId: string,
     .where('m.user_id', '=', userId)
     .executeTakeFirst();
 }
+
+/**
+ * Makes a user a member with `role`, audited `member.added` in the same
+ * transaction (`via`: what added them, e.g. single sign-on or the directory).
+ * The caller has checked that they are not one. Returns the member's id.
+ */
+export async function addMember(
+  trx: Transaction<Database>,
+  entry: {
+    tenantId: string;
+    userId: string;
+    role: { id: string; slug: string };
+    actorId: string | null;
+    via: Record<string, unknown>;
+  },
+): Promise<string> {
+  const { tenantId, userId, role } = entry;
+  const { id } = await trx
+    .insertInto('members')
+    .values({ organization_id: tenantId, user_id: userId, role_id: role.id, role: libraryRoleFor(role.slug) })
+    .returning('id')
+    .executeTakeFirstOrThrow();
+  await recordAudit(trx, {
+    action: 'member.added',
+    actorId: entry.actorId,
+    organizationId: tenantId,
+    metadata: { memberId: id, userId, roleId: role.id, roleSlug: role.slug, ...entry.via },
+  });
+  return id;
+}

@@ -3,7 +3,7 @@ import { ApiError } from '../../shared/errors.js';
 import { recordAudit } from '../audit.js';
 import type { Database } from '../database.js';
 import { revokeKeys } from './api-keys.js';
-import { lockOwners, membershipOf } from './members.js';
+import { addMember, lockOwners, membershipOf } from './members.js';
 import { findDefaultRole, findRole, libraryRoleFor } from './roles.js';
 
 /**
@@ -136,18 +136,7 @@ export async function addMembership(trx: Trx, actor: ScimUserActor & { roleId?: 
   const groups = await roleFromGroups(trx, tenantId, userId);
   const mapped = groups ? await findRole(trx, tenantId, groups) : undefined;
   const role = mapped ?? previous ?? (await findDefaultRole(trx, tenantId, 'member'));
-  const { id } = await trx
-    .insertInto('members')
-    .values({ organization_id: tenantId, user_id: userId, role_id: role.id, role: libraryRoleFor(role.slug) })
-    .returning('id')
-    .executeTakeFirstOrThrow();
-  await recordAudit(trx, {
-    action: 'member.added',
-    actorId: null,
-    organizationId: tenantId,
-    metadata: { memberId: id, userId, roleId: role.id, roleSlug: role.slug, ...via(scimTokenId) },
-  });
-  return id;
+  return addMember(trx, { tenantId, userId, role, actorId: null, via: via(scimTokenId) });
 }
 
 /**

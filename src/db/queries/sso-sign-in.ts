@@ -1,7 +1,7 @@
 import type { Transaction } from 'kysely';
 import { recordAudit } from '../audit.js';
 import type { Database, SsoRoleMapping } from '../database.js';
-import { lockOwners, membershipOf } from './members.js';
+import { addMember, lockOwners, membershipOf } from './members.js';
 import { findDefaultRole, findRole, libraryRoleFor } from './roles.js';
 
 /** What a single sign-on writes, in the callback's one transaction (docs/sso.md "Sign-in"). */
@@ -93,19 +93,7 @@ export async function joinOrFollowRole(trx: Trx, input: SsoMembershipInput): Pro
   const via = { via: 'sso', connectionId: connection.id };
   const member = await membershipOf(trx, tenantId, userId);
   if (!member) {
-    const role = await roleFor(trx, input);
-    const { id } = await trx
-      .insertInto('members')
-      .values({ organization_id: tenantId, user_id: userId, role_id: role.id, role: libraryRoleFor(role.slug) })
-      .returning('id')
-      .executeTakeFirstOrThrow();
-    await recordAudit(trx, {
-      action: 'member.added',
-      actorId: userId,
-      organizationId: tenantId,
-      metadata: { memberId: id, userId, roleId: role.id, roleSlug: role.slug, ...via },
-    });
-    return id;
+    return addMember(trx, { tenantId, userId, role: await roleFor(trx, input), actorId: userId, via });
   }
   if (connection.role_mappings.length === 0) return member.id;
   const owners = await lockOwners(trx, tenantId);
