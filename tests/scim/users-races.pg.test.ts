@@ -129,16 +129,18 @@ describe('SCIM Users: deprovisioning, the last Owner, races', () => {
     const user = await expectScim(await dir('/Users', { body: { userName: uniqueEmail('roles') } }), 201);
     const other = await expectScim(await dir('/Users', { body: { userName: uniqueEmail('unmapped') } }), 201);
     const [admins, viewers, plain] = [await group('Admins'), await group('Viewers'), await group('Plain')];
-    // The mapping as PUT /api/scim/group-roles stores it.
+    // The mapping, through PUT /api/scim/group-roles (before anyone is in those groups).
     const [admin, viewer] = [await roleBySlug(t, fresh.owner, 'admin'), await roleBySlug(t, fresh.owner, 'viewer')];
-    await t.database.withOwner((db) =>
-      db
-        .insertInto('scim_group_roles')
-        .values([
-          { tenant_id: fresh.id, group_id: admins.id, role_id: admin.id },
-          { tenant_id: fresh.id, group_id: viewers.id, role_id: viewer.id },
-        ])
-        .execute(),
+    await expectStatus(
+      await call(t, '/api/scim/group-roles', {
+        method: 'PUT',
+        body: [
+          { groupId: admins.id, roleId: admin.id },
+          { groupId: viewers.id, roleId: viewer.id },
+        ],
+        jar: fresh.owner.jar,
+      }),
+      200,
     );
     expect(await roleOf(user.id)).toBe('member');
     await expectScim(await members(viewers.id, 'add', user.id), 200);
