@@ -89,41 +89,35 @@ function settleName(parts: NameParts, current?: string): string | undefined {
   return chosen?.slice(0, NAME_MAX);
 }
 
-/** Applies one attribute (a lower-cased path without the core URN) to the parts read so far. */
-function take(op: 'add' | 'replace' | 'remove', path: string, value: unknown, out: UserFieldsInput, name: NameParts) {
+/** Reads one attribute of a POST or PUT body (a lower-cased path without the core URN) into the parts read so far. */
+function take(path: string, value: unknown, out: UserFieldsInput, name: NameParts) {
   if (
     EXTENSION.test(path) ||
     IGNORED.has(path) ||
     /^(phonenumbers|addresses|ims|photos|entitlements|roles)\[/.test(path)
   )
     return;
-  if (READ_ONLY.has(path) || path === 'schemas') {
-    if (path === 'schemas') return;
-    throw new ScimError(400, 'mutability', `${path} is read-only`);
-  }
-  const removing = op === 'remove';
-  if (path === 'active') out.active = removing ? false : bool(value, 'active');
-  else if (path === 'externalid') out.externalId = removing || value === null ? null : str(value, 'externalId');
-  else if (path === 'username') {
-    if (removing) throw new ScimError(400, 'mutability', 'userName is required');
-    out.userName = str(value, 'userName', 254);
-  } else if (path === 'displayname') name.displayName = removing ? '' : str(value, 'displayName');
+  if (path === 'schemas') return;
+  if (READ_ONLY.has(path)) throw new ScimError(400, 'mutability', `${path} is read-only`);
+  if (path === 'active') out.active = bool(value, 'active');
+  else if (path === 'externalid') out.externalId = value === null ? null : str(value, 'externalId');
+  else if (path === 'username') out.userName = str(value, 'userName', 254);
+  else if (path === 'displayname') name.displayName = str(value, 'displayName');
   else if (path === 'name') {
-    if (removing || !value || typeof value !== 'object') return;
-    for (const [key, inner] of Object.entries(value)) take(op, `name.${key.toLowerCase()}`, inner, out, name);
-  } else if (path === 'name.formatted') name.formatted = removing ? '' : str(value, 'name.formatted');
-  else if (path === 'name.givenname') name.givenName = removing ? '' : str(value, 'name.givenName');
-  else if (path === 'name.familyname') name.familyName = removing ? '' : str(value, 'name.familyName');
+    if (!value || typeof value !== 'object') return;
+    for (const [key, inner] of Object.entries(value)) take(`name.${key.toLowerCase()}`, inner, out, name);
+  } else if (path === 'name.formatted') name.formatted = str(value, 'name.formatted');
+  else if (path === 'name.givenname') name.givenName = str(value, 'name.givenName');
+  else if (path === 'name.familyname') name.familyName = str(value, 'name.familyName');
   else if (path === 'emails' || /^emails\[[^\]]*\](\.value)?$/.test(path) || path === 'emails.value') {
-    if (removing) return;
     const address = emailOf(Array.isArray(value) || typeof value === 'string' ? value : [value]);
     if (address !== undefined) name.email ??= str(address, 'emails.value', 254);
   } else throw new ScimError(400, 'invalidPath', `Unknown attribute: ${path}`);
 }
 
-function attributes(op: 'add' | 'replace', value: unknown, out: UserFieldsInput, name: NameParts) {
+function attributes(value: unknown, out: UserFieldsInput, name: NameParts) {
   if (!value || typeof value !== 'object' || Array.isArray(value)) throw invalid('value must be an object');
-  for (const [key, inner] of Object.entries(value)) take(op, key.replace(CORE, '').toLowerCase(), inner, out, name);
+  for (const [key, inner] of Object.entries(value)) take(key.replace(CORE, '').toLowerCase(), inner, out, name);
 }
 
 /** A POST or PUT body: every field, defaults for the absent ones (active true, no externalId). */
@@ -133,9 +127,9 @@ export function userFromBody(body: unknown): Required<UserFieldsInput> & { userN
   if (!body || typeof body !== 'object' || Array.isArray(body)) throw invalid('The body must be a User');
   // What the service answered (id, meta, groups) comes back in a directory's PUT: not a change.
   const { userName, emails, id: _id, meta: _meta, groups: _groups, ...rest } = body as Record<string, unknown>;
-  attributes('replace', rest, out, name);
-  if (userName !== undefined) take('replace', 'username', userName, out, name);
-  if (emails !== undefined) take('replace', 'emails', emails, out, name);
+  attributes(rest, out, name);
+  if (userName !== undefined) take('username', userName, out, name);
+  if (emails !== undefined) take('emails', emails, out, name);
   out.userName ??= name.email;
   if (!out.userName) throw invalid('userName is required');
   const local = out.userName.slice(0, Math.max(0, out.userName.lastIndexOf('@')));

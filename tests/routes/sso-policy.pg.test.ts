@@ -1,6 +1,6 @@
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createSecretBox } from '../../src/shared/secret-box.js';
+import { ssoSecretBox } from '../../src/sso/connection-settings.js';
 import { walkRoutes } from '../security/routes.js';
 import { createTestApp, TEST_SECRET, type TestApp } from '../support/app.js';
 import { CookieJar, call, expectError, expectStatus, PASSWORD, pathOf } from '../support/http.js';
@@ -66,7 +66,7 @@ describe('organization single sign-on policy', () => {
     const meta = await (await fetch(`${idp.issuer}/.well-known/openid-configuration`)).json();
     const clientId = `client-${crypto.randomUUID()}`;
     const clientSecret = `secret-${crypto.randomUUID()}`;
-    const secrets = createSecretBox(TEST_SECRET, 'gatehouse sso client secrets v1');
+    const secrets = ssoSecretBox(TEST_SECRET);
     const id = await asOwnerInTenant(t, organizationId, async (trx) => {
       const row = await trx
         .insertInto('sso_connections')
