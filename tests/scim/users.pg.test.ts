@@ -96,6 +96,20 @@ describe('SCIM Users', () => {
     expect((await listMembers(t, org.owner)).some((m) => m.userId === person.id)).toBe(true);
   });
 
+  it("renames only an account no other organization holds: another organization's member keeps their name", async () => {
+    // The other organization's Owner, whom this directory links by address.
+    const shared = await create({ userName: other.owner.email });
+    const before = shared.displayName;
+    const patchName = (id: string, name: string) =>
+      scim(`/Users/${id}`, {
+        method: 'PATCH',
+        body: { schemas: [PATCH], Operations: [{ op: 'replace', path: 'displayName', value: name }] },
+      });
+    expect((await expectScim(await patchName(shared.id, 'Renamed by a directory'), 200)).displayName).toBe(before);
+    const own = await create({ userName: uniqueEmail('own'), displayName: 'Mine' });
+    expect((await expectScim(await patchName(own.id, 'Renamed'), 200)).displayName).toBe('Renamed');
+  });
+
   it('PUT replaces; PATCH changes what it names; each change a new version; If-Match enforced', async () => {
     const user = await create({ userName: uniqueEmail('put'), externalId: 'a', displayName: 'Before' });
     await expectScim(

@@ -232,3 +232,14 @@ export async function addMember(
   });
   return id;
 }
+
+/** Whether an organization other than `tenantId` has the account as a member. */
+export async function memberElsewhere(trx: Transaction<Database>, tenantId: string, userId: string): Promise<boolean> {
+  const other = await trx
+    .selectFrom('members')
+    .select('id')
+    .where('user_id', '=', userId)
+    .where('organization_id', '!=', tenantId)
+    .executeTakeFirst();
+  return other !== undefined;
+}

@@ -2,7 +2,7 @@ import { type Expression, type SqlBool, sql, type Transaction } from 'kysely';
 import { ApiError } from '../../shared/errors.js';
 import { recordAudit } from '../audit.js';
 import type { Database } from '../database.js';
-import { membershipOf } from './members.js';
+import { memberElsewhere, membershipOf } from './members.js';
 import { addMembership, removeMembership, type ScimUserActor } from './scim-membership.js';
 
 /**
@@ -187,7 +187,9 @@ export async function updateScimUser(
   if (!allows(row.version)) throw new ScimUserConflict('preconditionFailed');
   if (changes.email !== undefined && changes.email !== row.email) throw new ScimUserConflict('userNameChange');
   const updated: string[] = [];
-  if (changes.name !== undefined && changes.name !== row.name) {
+  // docs/scim.md "Users": the name is the account's, shared by every organization it is in; a
+  // directory renames only an account no other organization holds (else the change is not made).
+  if (changes.name !== undefined && changes.name !== row.name && !(await memberElsewhere(trx, tenantId, userId))) {
     await trx
       .updateTable('users')
       .set({ name: changes.name, updated_at: new Date() })
