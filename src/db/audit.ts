@@ -75,32 +75,12 @@ function scrub(value: unknown): unknown {
  * `webhook.*` (audited, never delivered). Account actions (`user.*`,
  * `account.*`) belong to no organization.
  */
-export const WEBHOOK_EVENTS = [
-  'api_key.created',
-  'api_key.revoked',
-  'member.added',
-  'member.removed',
-  'member.role_changed',
-  'role.created',
-  'role.updated',
-  'role.deleted',
-  'ownership.transferred',
-  'organization.security_updated',
-  'sso.connection_created',
-  'sso.connection_updated',
-  'sso.connection_deleted',
-  'sso.domain_added',
-  'sso.domain_verified',
-  'sso.domain_deleted',
-  'sso.bypassed',
-  'scim.token_created',
-  'scim.token_revoked',
-  'scim.user_updated',
-  'scim.group_created',
-  'scim.group_updated',
-  'scim.group_deleted',
-  'scim.group_roles_updated',
-] as const satisfies readonly AuditAction[];
+/** An organization's audit action: every one but the platform's, the account's and the webhooks' own. */
+export type WebhookEvent = Exclude<AuditAction, `user.${string}` | `account.${string}` | `webhook.${string}`>;
+
+export const WEBHOOK_EVENTS = AUDIT_ACTIONS.filter(
+  (action): action is WebhookEvent => !/^(user|account|webhook)\./.test(action),
+) as [WebhookEvent, ...WebhookEvent[]];
 
 const EVENTS: ReadonlySet<string> = new Set(WEBHOOK_EVENTS);
 
