@@ -164,6 +164,19 @@ describe('SCIM group roles', () => {
     expect(await slugs()).toMatchObject({ alice: 'member', bob: 'member', carol: 'viewer' });
   });
 
+  it("clearing the whole mapping takes back the roles it gave: its groups' members become Member", async () => {
+    await expectStatus(await put([{ groupId: groups.support, roleId: roles.admin.id }]), 200);
+    expect(await slugs()).toMatchObject({ alice: 'member', bob: 'admin', carol: 'admin' });
+    expect(await expectStatus<Mapping[]>(await put([]), 200)).toEqual([]);
+    expect(await slugs()).toMatchObject({
+      owner: 'owner',
+      admin: 'admin',
+      alice: 'member',
+      bob: 'member',
+      carol: 'member',
+    });
+  });
+
   it('between custom roles, the one with more permissions wins', async () => {
     const readers = await createRole(t, org.owner, {
       name: `Readers ${crypto.randomUUID().slice(0, 4)}`,

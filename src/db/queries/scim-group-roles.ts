@@ -126,7 +126,13 @@ export function replaceGroupRoles(
       .execute();
     // No token acts here: the person who changed the mapping does.
     for (const { user_id } of affected)
-      await syncMemberRole(trx, { tenantId, userId: user_id, scimTokenId: null, actorId: caller.user.id });
+      await syncMemberRole(trx, {
+        tenantId,
+        userId: user_id,
+        scimTokenId: null,
+        actorId: caller.user.id,
+        mappingChanged: true,
+      });
     await recordAudit(trx, {
       action: 'scim.group_roles_updated',
       actorId: caller.user.id,

@@ -24,6 +24,11 @@ export interface ScimUserActor {
   actorId?: string | null;
 }
 
+export interface SyncOptions extends ScimUserActor {
+  /** The mapping of one of the user's groups changed: recompute even if no group is mapped now. */
+  mappingChanged?: boolean;
+}
+
 const via = (scimTokenId: string | null) => (scimTokenId ? { scimTokenId, via: 'scim' } : {});
 
 function lastOwner(): ApiError {
@@ -85,10 +90,16 @@ async function groupRole(trx: Trx, tenantId: string, userId: string): Promise<Ra
  * THE role function (docs/scim.md "Roles"): the highest role mapped to the
  * user's groups (Owner > Admin > Member > Viewer; between custom roles, more
  * permissions), else Member; `null` when the organization maps no group (its
- * roles are then set by hand, and groups change none).
+ * roles are then set by hand, and groups change none) unless `mappingChanged`:
+ * a role a mapping handed out is taken back when the mapping goes, even the last.
  */
-export async function roleFromGroups(trx: Trx, tenantId: string, userId: string): Promise<string | null> {
-  if (!(await mapsGroups(trx, tenantId))) return null;
+export async function roleFromGroups(
+  trx: Trx,
+  tenantId: string,
+  userId: string,
+  mappingChanged = false,
+): Promise<string | null> {
+  if (!mappingChanged && !(await mapsGroups(trx, tenantId))) return null;
   const mapped = await groupRole(trx, tenantId, userId);
   return mapped?.id ?? (await findDefaultRole(trx, tenantId, 'member')).id;
 }
@@ -101,12 +112,12 @@ export async function roleFromGroups(trx: Trx, tenantId: string, userId: string)
  */
 export async function syncMemberRole(
   trx: Trx,
-  { tenantId, userId, scimTokenId, actorId = null }: ScimUserActor,
+  { tenantId, userId, scimTokenId, actorId = null, mappingChanged = false }: SyncOptions,
 ): Promise<string | null> {
   const owners = await lockOwners(trx, tenantId);
   const member = await membershipOf(trx, tenantId, userId);
   if (!member) return null;
-  const roleId = await roleFromGroups(trx, tenantId, userId);
+  const roleId = await roleFromGroups(trx, tenantId, userId, mappingChanged);
   if (!roleId || roleId === member.role_id) return member.role_id;
   const role = (await findRole(trx, tenantId, roleId))!;
   if (owners.includes(member.id) && role.slug !== 'owner' && owners.length <= 1) throw lastOwner();
