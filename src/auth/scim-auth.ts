@@ -12,19 +12,21 @@ const LAST_USED_RESOLUTION_MS = 60_000;
 export type ScimTokenResolver = (presented: string, logger?: Logger) => Promise<ScimCaller | null>;
 
 /**
- * docs/scim.md: a token is found by its digest across organizations, checked
- * against its salted hash in constant time, and refused once revoked: read on
- * every request, never cached, so a revocation bites on the next one.
- * `last_used_at` is written at most once a minute, after the answer.
+ * docs/scim.md "Tokens": a token is found by its digest across
+ * organizations, checked against its salted hash in constant time, and
+ * refused once revoked: read on every request, never cached, so a
+ * revocation bites on the next one. `last_used_at` is written at most once a
+ * minute, within the request and never waiting on a lock (touchScimToken):
+ * a write left running after the answer would hold a pooled connection that
+ * closing the pool then waits for without end (postgres.js `end()`).
  */
 export function createScimTokenResolver({
   db,
   clock,
-  background = (task) => void task,
 }: {
   db: Kysely<Database>;
   clock: Clock;
-  /** Keeps the throttled lastUsedAt write alive after the response (Workers: waitUntil). */
+  /** Unused: the write is the request's (above). Accepted until src/app.ts stops passing it. */
   background?: (task: Promise<unknown>) => void;
 }): ScimTokenResolver {
   return async (presented, logger) => {
@@ -33,10 +35,9 @@ export function createScimTokenResolver({
     if (!token || !verifyScimToken(presented, token.token_salt, token.token_hash) || token.revoked_at) return null;
     const now = clock();
     if (!token.last_used_at || now.getTime() - new Date(token.last_used_at).getTime() >= LAST_USED_RESOLUTION_MS) {
-      background(
-        touchScimToken(db, token, now, LAST_USED_RESOLUTION_MS).catch((error) =>
-          logger?.warn('scim_token.last_used_failed', { tokenId: token.id, error: describeError(error) }),
-        ),
+      // A failed stamp is logged; the request goes on.
+      await touchScimToken(db, token, now, LAST_USED_RESOLUTION_MS).catch((error: unknown) =>
+        logger?.warn('scim_token.last_used_failed', { tokenId: token.id, error: describeError(error) }),
       );
     }
     return { tokenId: token.id, tenantId: token.tenant_id };

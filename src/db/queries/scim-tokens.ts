@@ -104,7 +104,12 @@ export async function scimTokenByDigest(
   return rows[0];
 }
 
-/** Stamps `last_used_at` unless another request did within `resolutionMs` (one write per token per interval). */
+/**
+ * Stamps `last_used_at` unless another request did within `resolutionMs` (one
+ * write per token per interval). Never waits on a lock: a row another
+ * transaction holds (a concurrent use stamping it, a revocation) is skipped,
+ * so the request that carries the write is never held up by it.
+ */
 export function touchScimToken(
   db: Kysely<Database>,
   token: { id: string; tenant_id: string },
@@ -115,9 +120,19 @@ export function touchScimToken(
     trx
       .updateTable('scim_tokens')
       .set({ last_used_at: now })
-      .where('id', '=', token.id)
-      .where((eb) =>
-        eb.or([eb('last_used_at', 'is', null), eb('last_used_at', '<', new Date(now.getTime() - resolutionMs))]),
+      .where('id', 'in', (eb) =>
+        eb
+          .selectFrom('scim_tokens')
+          .select('id')
+          .where('id', '=', token.id)
+          .where((inner) =>
+            inner.or([
+              inner('last_used_at', 'is', null),
+              inner('last_used_at', '<', new Date(now.getTime() - resolutionMs)),
+            ]),
+          )
+          .forUpdate()
+          .skipLocked(),
       )
       .execute(),
   );
