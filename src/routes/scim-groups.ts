@@ -30,6 +30,7 @@ import {
   locationOf,
   metaOf,
   parsePaging,
+  resourceId,
 } from '../scim/resources.js';
 import type { AppEnv } from '../shared/types.js';
 
@@ -99,10 +100,17 @@ export function scimGroupRoutes({ db, authUrl }: ScimGroupRouteDeps) {
       ETag: etagOf(group.version),
       ...(status === 201 ? { Location: locationOf(authUrl, 'Group', group.id) } : {}),
     });
+  const notFound = () => new ScimError(404, undefined, 'Group not found');
+  /** The path's id; one that is no UUID names no Group. */
+  const idOf = (c: Context<AppEnv>) => {
+    const id = resourceId(c.req.param('id'));
+    if (!id) throw notFound();
+    return id;
+  };
   /** The group locked for this request, if If-Match lets the change through (412 otherwise). */
-  const locked = async (c: Context<AppEnv>, trx: Transaction<Database>, id: string) => {
-    const row = await getGroup(trx, tenantOf(c), id, { lock: true });
-    if (!row) throw new ScimError(404, undefined, 'Group not found');
+  const locked = async (c: Context<AppEnv>, trx: Transaction<Database>) => {
+    const row = await getGroup(trx, tenantOf(c), idOf(c), { lock: true });
+    if (!row) throw notFound();
     if (!ifMatchAllows(c.req.header('if-match'), row.version))
       throw new ScimError(412, undefined, 'The group has changed since that version');
     return row;
@@ -139,10 +147,9 @@ export function scimGroupRoutes({ db, authUrl }: ScimGroupRouteDeps) {
     .get('/api/scim/v2/Groups/:id', scim, async (c) => {
       const tenantId = tenantOf(c);
       const excluded = (c.req.query('excludedAttributes') ?? '').toLowerCase().includes('members');
-      const group = await withTenant(db, tenantId, (trx) =>
-        getGroup(trx, tenantId, c.req.param('id'), { members: !excluded }),
-      );
-      if (!group) throw new ScimError(404, undefined, 'Group not found');
+      const id = idOf(c);
+      const group = await withTenant(db, tenantId, (trx) => getGroup(trx, tenantId, id, { members: !excluded }));
+      if (!group) throw notFound();
       return answer(c, group);
     })
     .post('/api/scim/v2/Groups', scim, async (c) => {
@@ -160,7 +167,7 @@ export function scimGroupRoutes({ db, authUrl }: ScimGroupRouteDeps) {
       const actor = actorOf(c);
       const changes = wholeGroup(body);
       const group = await withTenant(db, actor.tenantId, async (trx) => {
-        const row = await locked(c, trx, c.req.param('id'));
+        const row = await locked(c, trx);
         await check(trx, actor.tenantId, changes, row.id);
         return updateGroup(trx, actor, row, changes);
       }).catch(nameRace);
@@ -170,7 +177,7 @@ export function scimGroupRoutes({ db, authUrl }: ScimGroupRouteDeps) {
       const operations = parseScimPatch(await json(c), 'Group');
       const actor = actorOf(c);
       const group = await withTenant(db, actor.tenantId, async (trx) => {
-        const row = await locked(c, trx, c.req.param('id'));
+        const row = await locked(c, trx);
         // RFC 7644 section 3.5.2 on the group's JSON, then read back as a whole group (a PUT of the result).
         const changes = wholeGroup(parseBody(GroupBody, applyScimPatch(groupResource(authUrl, row), operations)));
         await check(trx, actor.tenantId, changes, row.id);
@@ -180,9 +187,7 @@ export function scimGroupRoutes({ db, authUrl }: ScimGroupRouteDeps) {
     })
     .delete('/api/scim/v2/Groups/:id', scim, async (c) => {
       const actor = actorOf(c);
-      await withTenant(db, actor.tenantId, async (trx) =>
-        deleteGroup(trx, actor, await locked(c, trx, c.req.param('id'))),
-      );
+      await withTenant(db, actor.tenantId, async (trx) => deleteGroup(trx, actor, await locked(c, trx)));
       return scimNoContent(c);
     });
 }

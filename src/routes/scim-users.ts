@@ -3,11 +3,10 @@ import type { Kysely, Transaction } from 'kysely';
 import { canonicalEmail, keepsItsCase } from '../auth/email-address.js';
 import type { Database } from '../db/database.js';
 import { userFilterSql } from '../db/queries/scim-filter-sql.js';
+import { getScimUser, listScimUsers } from '../db/queries/scim-user-reads.js';
 import {
   createScimUser,
   deleteScimUser,
-  getScimUser,
-  listScimUsers,
   ScimUserConflict,
   type ScimUserWriter,
   updateScimUser,
@@ -20,7 +19,15 @@ import { ScimError } from '../scim/errors.js';
 import { parseScimFilter } from '../scim/filter.js';
 import { USER_FILTER_ATTRIBUTES } from '../scim/filter-attributes.js';
 import { applyScimPatch, parseScimPatch } from '../scim/patch.js';
-import { etagOf, ifMatchAllows, listResponse, locationOf, parsePaging, userResource } from '../scim/resources.js';
+import {
+  etagOf,
+  ifMatchAllows,
+  listResponse,
+  locationOf,
+  parsePaging,
+  resourceId,
+  userResource,
+} from '../scim/resources.js';
 import { userChanges, userFromBody } from '../scim/user-input.js';
 import { ApiError } from '../shared/errors.js';
 
@@ -41,6 +48,9 @@ function refusal(error: unknown): never {
   if (error instanceof ScimUserConflict) {
     if (error.reason === 'uniqueness')
       throw new ScimError(409, 'uniqueness', 'userName is already a member of this organization');
+    // RFC 7644 section 3.12 has no scimType for it (`uniqueness` would send a directory to look for the User).
+    if (error.reason === 'unprovisionable')
+      throw new ScimError(409, undefined, 'This account cannot be provisioned by a directory');
     if (error.reason === 'userNameChange')
       throw new ScimError(400, 'mutability', "userName is the account's email address and does not change");
     throw new ScimError(412, undefined, 'The user has changed since that version');
@@ -81,9 +91,9 @@ export function scimUserRoutes({ db, authUrl }: ScimUserRouteDeps) {
   const ifMatch = (c: Context<AppEnv>) => (version: number) => ifMatchAllows(c.req.header('if-match'), version);
   /** A path id that is no UUID names no User (and must not reach a uuid column). */
   const idOf = (c: Context<AppEnv>) => {
-    const id = c.req.param('id') ?? '';
-    if (!/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(id)) throw notFound();
-    return id.toLowerCase();
+    const id = resourceId(c.req.param('id'));
+    if (!id) throw notFound();
+    return id;
   };
 
   return createRouter()

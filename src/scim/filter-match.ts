@@ -1,4 +1,4 @@
-import type { ScimFilter, ScimFilterAttribute } from './filter.js';
+import { foldCase, type ScimFilter, type ScimFilterAttribute } from './filter.js';
 
 /**
  * Evaluates a validated filter on a JSON resource, the way the database
@@ -44,13 +44,13 @@ function comparable(value: Json, attribute: ScimFilterAttribute): Comparable | u
     }
     case 'string':
       if (typeof value !== 'string') return undefined;
-      return attribute.caseExact ? value : value.toLowerCase();
+      return attribute.caseExact ? value : foldCase(value);
   }
 }
 
 function operand(value: string | boolean | Date, attribute: ScimFilterAttribute): Comparable {
   if (value instanceof Date) return value.getTime();
-  if (typeof value === 'string' && !attribute.caseExact) return value.toLowerCase();
+  if (typeof value === 'string' && !attribute.caseExact) return foldCase(value);
   return value;
 }
 

@@ -42,6 +42,16 @@ export type ScimFilter =
    */
   | { op: 'valuePath'; path: string; filter: ScimFilter };
 
+/**
+ * How a string of an attribute that is not caseExact (RFC 7643 section 2.2)
+ * is compared: ASCII letters lower-cased, every other character as it is,
+ * the way addresses are (docs/security.md "Account linking"), so that
+ * `\u00C9` is not `\u00E9` nor KELVIN SIGN `k`. The SQL filters fold alike.
+ */
+export function foldCase(value: string): string {
+  return value.replace(/[A-Z]+/g, (letters) => letters.toLowerCase());
+}
+
 /** The longest filter taken: a directory's filters are a few dozen characters. */
 export const MAX_FILTER_LENGTH = 1024;
 
@@ -107,7 +117,9 @@ function parseDateTime(value: string, path: string): Date {
         date.getUTCMonth() + 1 === Number(month) &&
         date.getUTCDate() === Number(day)
       : true;
-  if (!match || Number.isNaN(date.getTime()) || !sameDay)
+  // Years 1 to 9999 once in UTC: the database has no year 0, and what toISOString writes past 9999 it cannot read.
+  const utcYear = date.getUTCFullYear();
+  if (!match || Number.isNaN(date.getTime()) || !sameDay || utcYear < 1 || utcYear > 9999)
     throw invalid(`${path} takes an ISO 8601 date and time, such as "2026-01-31T12:00:00Z"`);
   return date;
 }

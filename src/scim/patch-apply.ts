@@ -1,5 +1,5 @@
 import { badRequest } from './errors.js';
-import type { ScimFilter } from './filter.js';
+import { foldCase, type ScimFilter } from './filter.js';
 import { matchesScimFilter } from './filter-match.js';
 import type { ScimPatchAttribute, ScimPatchOperation } from './patch-schema.js';
 
@@ -50,7 +50,7 @@ function identity(attribute: ScimPatchAttribute, item: unknown): unknown {
   if (!isObject(item)) return item;
   const value = read(item, 'value');
   const caseExact = attribute.subAttributes?.find((sub) => sub.name === 'value')?.caseExact ?? false;
-  return typeof value === 'string' && !caseExact ? value.toLowerCase() : value;
+  return typeof value === 'string' && !caseExact ? foldCase(value) : value;
 }
 
 /** RFC 7644 section 3.5.2: one value set primary makes every other one not primary. */

@@ -46,6 +46,17 @@ export function ifMatchAllows(header: string | undefined, version: number): bool
   return header.split(',').some((tag) => tag.trim().replace(/^W\//, '') === current);
 }
 
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/**
+ * A resource id as stored (a UUID, lower-cased), or null for anything else:
+ * such an id names no resource, and must not reach a uuid column (where it
+ * is a database error, not a 404).
+ */
+export function resourceId(value: string | undefined): string | null {
+  return value !== undefined && UUID.test(value) ? value.toLowerCase() : null;
+}
+
 /** The resource's URL: AUTH_URL + /api/scim/v2/<Type>s/<id>. */
 export function locationOf(authUrl: string, type: ScimResourceType, id: string): string {
   return `${authUrl.replace(/\/+$/, '')}${SCIM_BASE_PATH}/${type}s/${id}`;

@@ -58,20 +58,28 @@ const GROUP_SOURCES: Record<string, Source> = {
 const TRUE = sql<SqlBool>`true`;
 const FALSE = sql<SqlBool>`false`;
 
+/**
+ * RFC 7643 section 2.2 caseExact false, as src/scim/filter.ts `foldCase`:
+ * ASCII letters only. `lower()` would fold by the database's locale
+ * (`\u00C9` to `\u00E9`, KELVIN SIGN to `k`), which the service never does.
+ */
+const foldCase = (value: Sql): Sql =>
+  sql`translate(${value}, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz')`;
+
 /** One comparison; `left` is the column (or constant) as SQL. */
 function comparison(left: Sql, op: CompareOp, attribute: FilterAttribute, value: string | boolean | Date | null): Sql {
   if (value === null) return op === 'eq' ? sql`${left} is null` : sql`${left} is not null`;
   // meta times are answered to the millisecond: compared the same way.
   const column = attribute.type === 'dateTime' ? sql`date_trunc('milliseconds', ${left})` : left;
   const folded = attribute.type === 'string' && !attribute.caseExact;
-  const lhs = folded ? sql`lower(${column})` : column;
+  const lhs = folded ? foldCase(column) : column;
   const bound =
     attribute.type === 'dateTime'
       ? sql`${(value as Date).toISOString()}::timestamptz`
       : attribute.type === 'boolean'
         ? sql`${value}::boolean`
         : sql`${String(value)}::text`;
-  const rhs = folded ? sql`lower(${bound})` : bound;
+  const rhs = folded ? foldCase(bound) : bound;
   switch (op) {
     case 'eq':
       return sql`${lhs} = ${rhs}`;

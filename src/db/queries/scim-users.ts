@@ -1,9 +1,10 @@
-import { type Expression, type SqlBool, sql, type Transaction } from 'kysely';
+import { sql, type Transaction } from 'kysely';
 import { ApiError } from '../../shared/errors.js';
 import { recordAudit } from '../audit.js';
 import type { Database } from '../database.js';
 import { memberElsewhere, membershipOf } from './members.js';
 import { addMembership, removeMembership, type ScimUserActor } from './scim-membership.js';
+import { baseQuery, type StoredScimUser } from './scim-user-reads.js';
 
 /**
  * docs/scim.md "Users": the organization's SCIM Users (scim_users, the
@@ -14,19 +15,6 @@ import { addMembership, removeMembership, type ScimUserActor } from './scim-memb
 
 type Trx = Transaction<Database>;
 
-/** What the User resource is made of (src/scim/resources.ts ScimUserRecord). */
-export interface StoredScimUser {
-  id: string;
-  email: string;
-  name: string;
-  externalId: string | null;
-  active: boolean;
-  created: Date;
-  lastModified: Date;
-  version: number;
-  groups: { id: string; displayName: string }[];
-}
-
 /** The organization and the directory token that writes. */
 export type ScimUserWriter = Omit<ScimUserActor, 'userId'>;
 
@@ -35,93 +23,21 @@ export type ScimUserFields = Pick<StoredScimUser, 'email' | 'name' | 'externalId
 
 /** Why a write is refused; the route answers each as SCIM's error. */
 export class ScimUserConflict extends Error {
-  constructor(readonly reason: 'uniqueness' | 'userNameChange' | 'preconditionFailed') {
+  constructor(readonly reason: 'uniqueness' | 'userNameChange' | 'preconditionFailed' | 'unprovisionable') {
     super(reason);
   }
 }
 
+/**
+ * docs/scim.md "Users": what single sign-on refuses, a directory may not
+ * take in (link, reactivate, rename) either: an account with a platform role
+ * or scheduled for deletion; nor one whose address nobody has proven (a
+ * password set before the proof would reach the organization).
+ */
+const provisionable = (user: { role: string; deleted_at: Date | null; email_verified: boolean }) =>
+  user.role === 'user' && !user.deleted_at && user.email_verified;
+
 const notFound = () => new ApiError('NOT_FOUND', 'User not found');
-
-function baseQuery(trx: Trx, tenantId: string) {
-  return trx
-    .selectFrom('scim_users as su')
-    .innerJoin('users as u', 'u.id', 'su.user_id')
-    .where('su.tenant_id', '=', tenantId);
-}
-
-const COLUMNS = [
-  'su.user_id',
-  'u.email',
-  'u.name',
-  'su.external_id',
-  'su.active',
-  'su.created_at',
-  'su.updated_at',
-  'su.version',
-] as const;
-type Row = Pick<StoredScimUser, 'email' | 'name' | 'active' | 'version'> & {
-  user_id: string;
-  external_id: string | null;
-  created_at: Date;
-  updated_at: Date;
-};
-
-async function withGroups(trx: Trx, tenantId: string, rows: Row[]): Promise<StoredScimUser[]> {
-  const ids = rows.map((row) => row.user_id);
-  const groups =
-    ids.length === 0
-      ? []
-      : await trx
-          .selectFrom('scim_group_members as gm')
-          .innerJoin('scim_groups as g', (join) =>
-            join.onRef('g.id', '=', 'gm.group_id').onRef('g.tenant_id', '=', 'gm.tenant_id'),
-          )
-          .select(['gm.user_id', 'g.id', 'g.display_name'])
-          .where('gm.tenant_id', '=', tenantId)
-          .where('gm.user_id', 'in', ids)
-          .orderBy('g.display_name')
-          .execute();
-  return rows.map((row) => ({
-    id: row.user_id,
-    email: row.email,
-    name: row.name,
-    externalId: row.external_id,
-    active: row.active,
-    created: new Date(row.created_at),
-    lastModified: new Date(row.updated_at),
-    version: row.version,
-    groups: groups.filter((g) => g.user_id === row.user_id).map((g) => ({ id: g.id, displayName: g.display_name })),
-  }));
-}
-
-export async function getScimUser(trx: Trx, tenantId: string, userId: string): Promise<StoredScimUser | undefined> {
-  const row = await baseQuery(trx, tenantId).select(COLUMNS).where('su.user_id', '=', userId).executeTakeFirst();
-  return row ? (await withGroups(trx, tenantId, [row]))[0] : undefined;
-}
-
-/** One page of the list, oldest first, and how many match in all (`count` 0: the total only). */
-export async function listScimUsers(
-  trx: Trx,
-  tenantId: string,
-  { filter, offset, count }: { filter: Expression<SqlBool>; offset: number; count: number },
-): Promise<{ total: number; users: StoredScimUser[] }> {
-  const { total } = await baseQuery(trx, tenantId)
-    .where(filter)
-    .select((eb) => eb.fn.countAll<string>().as('total'))
-    .executeTakeFirstOrThrow();
-  const rows =
-    count === 0
-      ? []
-      : await baseQuery(trx, tenantId)
-          .where(filter)
-          .select(COLUMNS)
-          .orderBy('su.created_at')
-          .orderBy('su.user_id')
-          .offset(offset)
-          .limit(count)
-          .execute();
-  return { total: Number(total), users: await withGroups(trx, tenantId, rows) };
-}
 
 /**
  * POST: the account with the address (created verified, with no password,
@@ -134,7 +50,7 @@ export async function createScimUser(trx: Trx, writer: ScimUserWriter, fields: S
   const { tenantId } = writer;
   const existing = await trx
     .selectFrom('users')
-    .select('id')
+    .select(['id', 'role', 'deleted_at', 'email_verified'])
     .where('email', '=', fields.email)
     .forUpdate()
     .executeTakeFirst();
@@ -142,6 +58,7 @@ export async function createScimUser(trx: Trx, writer: ScimUserWriter, fields: S
     const resource = await baseQuery(trx, tenantId).select('su.user_id').where('su.user_id', '=', existing.id);
     if ((await membershipOf(trx, tenantId, existing.id)) || (await resource.executeTakeFirst()))
       throw new ScimUserConflict('uniqueness');
+    if (!provisionable(existing)) throw new ScimUserConflict('unprovisionable');
   }
   const userId =
     existing?.id ??
@@ -179,6 +96,7 @@ export async function updateScimUser(
     .selectFrom('scim_users as su')
     .innerJoin('users as u', 'u.id', 'su.user_id')
     .select(['su.external_id', 'su.active', 'su.previous_role_id', 'su.version', 'u.email', 'u.name'])
+    .select(['u.role', 'u.deleted_at', 'u.email_verified'])
     .where('su.tenant_id', '=', tenantId)
     .where('su.user_id', '=', userId)
     .forUpdate('su')
@@ -189,7 +107,8 @@ export async function updateScimUser(
   const updated: string[] = [];
   // docs/scim.md "Users": the name is the account's, shared by every organization it is in; a
   // directory renames only an account no other organization holds (else the change is not made).
-  if (changes.name !== undefined && changes.name !== row.name && !(await memberElsewhere(trx, tenantId, userId))) {
+  const own = provisionable(row) && !(await memberElsewhere(trx, tenantId, userId));
+  if (changes.name !== undefined && changes.name !== row.name && own) {
     await trx
       .updateTable('users')
       .set({ name: changes.name, updated_at: new Date() })
@@ -204,6 +123,7 @@ export async function updateScimUser(
     const removed = await removeMembership(trx, { ...writer, userId, reason: 'scim_deactivated' });
     previousRoleId = removed?.roleId ?? previousRoleId;
   } else if (changes.active === true && !member) {
+    if (!provisionable(row)) throw new ScimUserConflict('unprovisionable');
     await addMembership(trx, { ...writer, userId, roleId: row.previous_role_id });
     previousRoleId = null;
   }

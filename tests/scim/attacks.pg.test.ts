@@ -1,0 +1,127 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createTestApp, type TestApp } from '../support/app.js';
+import { call, PASSWORD } from '../support/http.js';
+import { asOwnerInTenant, createOrganization, listMembers, type TestOrganization } from '../support/orgs.js';
+import { signedInUser, uniqueEmail } from '../support/users.js';
+import { expectScim, mintToken, PATCH, type Scim, scimClient, USER } from './users-client.js';
+
+/**
+ * docs/scim.md, from a directory that tries what it should not: accounts it
+ * may not take in (a platform role, scheduled for deletion, an address
+ * nobody has proven), ids and filter values the database cannot hold (each a
+ * SCIM 4xx, never a 500), and case folding beyond ASCII in filters.
+ */
+const GROUP = 'urn:ietf:params:scim:schemas:core:2.0:Group';
+
+describe('SCIM against a directory that overreaches', () => {
+  let t: TestApp;
+  let org: TestOrganization;
+  let scim: Scim;
+
+  beforeAll(async () => {
+    t = await createTestApp();
+    org = await createOrganization(t, await signedInUser(t));
+    scim = scimClient(t, (await mintToken(t, org)).token);
+  });
+  afterAll(async () => {
+    await t?.close();
+  });
+
+  const setAccount = (id: string, change: Record<string, unknown>) =>
+    t.database.withOwner((owner) => owner.updateTable('users').set(change).where('id', '=', id).execute());
+  const scimRow = (userId: string) =>
+    asOwnerInTenant(t, org.id, (trx) =>
+      trx.selectFrom('scim_users').select('user_id').where('user_id', '=', userId).executeTakeFirst(),
+    );
+  const isMember = async (userId: string) => (await listMembers(t, org.owner)).some((m) => m.userId === userId);
+  /** 409 with no scimType (RFC 7644 section 3.12 has none for it), the same detail whatever the reason. */
+  const refused = async (res: Response) => {
+    const body = await expectScim(res, 409, undefined);
+    expect(body.detail).toBe('This account cannot be provisioned by a directory');
+  };
+
+  it('never links an account with a platform role or scheduled for deletion, as single sign-on', async () => {
+    for (const change of [{ role: 'admin' }, { role: 'superadmin' }, { deleted_at: new Date() }]) {
+      const person = await signedInUser(t);
+      await setAccount(person.id, change);
+      for (const active of [true, false])
+        await refused(
+          await scim('/Users', { body: { schemas: [USER], userName: person.email.toUpperCase(), active } }),
+        );
+      expect(await scimRow(person.id)).toBeUndefined();
+      expect(await isMember(person.id)).toBe(false);
+    }
+  });
+
+  it('never links an account whose address nobody has proven (its password would reach the organization)', async () => {
+    const email = uniqueEmail('squatter');
+    const signUp = await call(t, '/api/auth/sign-up/email', { body: { email, password: PASSWORD, name: 'Squatter' } });
+    expect(signUp.status).toBe(200);
+    const { id } = await t.database.withOwner((owner) =>
+      owner.selectFrom('users').select('id').where('email', '=', email).executeTakeFirstOrThrow(),
+    );
+    await refused(await scim('/Users', { body: { schemas: [USER], userName: email } }));
+    expect(await scimRow(id)).toBeUndefined();
+    expect(await isMember(id)).toBe(false);
+    // Once the address is proven, the directory's next push links it.
+    await setAccount(id, { email_verified: true });
+    expect((await expectScim(await scim('/Users', { body: { schemas: [USER], userName: email } }), 201)).id).toBe(id);
+  });
+
+  it('does not bring back, nor rename, a User whose account has since taken a platform role', async () => {
+    const person = await signedInUser(t);
+    const user = await expectScim(await scim('/Users', { body: { schemas: [USER], userName: person.email } }), 201);
+    const patch = (Operations: unknown[]) =>
+      scim(`/Users/${user.id}`, { method: 'PATCH', body: { schemas: [PATCH], Operations } });
+    await expectScim(await patch([{ op: 'replace', path: 'active', value: false }]), 200);
+    await setAccount(person.id, { role: 'admin' });
+    await refused(await patch([{ op: 'replace', path: 'active', value: 'True' }]));
+    await refused(
+      await scim(`/Users/${user.id}`, {
+        method: 'PUT',
+        body: { schemas: [USER], userName: person.email, active: true },
+      }),
+    );
+    expect(await isMember(person.id)).toBe(false);
+    const renamed = await expectScim(await patch([{ op: 'replace', path: 'displayName', value: 'Renamed' }]), 200);
+    expect(renamed.displayName).toBe(person.name);
+  });
+
+  it('a Group id that is no UUID is 404, not a database error', async () => {
+    const body = { schemas: [GROUP], displayName: 'Engineering' };
+    const patch = { schemas: [PATCH], Operations: [{ op: 'replace', path: 'displayName', value: 'x' }] };
+    for (const id of ['nope', '1', `${crypto.randomUUID()}x`, "' or 1=1 --"]) {
+      const path = `/Groups/${encodeURIComponent(id)}`;
+      await expectScim(await scim(path), 404, undefined);
+      await expectScim(await scim(path, { method: 'PUT', body }), 404, undefined);
+      await expectScim(await scim(path, { method: 'PATCH', body: patch }), 404, undefined);
+      await expectScim(await scim(path, { method: 'DELETE' }), 404, undefined);
+    }
+  });
+
+  it('a filter date the database cannot hold is invalidFilter, not a database error', async () => {
+    for (const value of ['0000-01-01T00:00:00Z', '0001-01-01T00:00:00+01:00', '9999-12-31T23:00:00-05:00'])
+      for (const resource of ['Users', 'Groups'])
+        await expectScim(
+          await scim(`/${resource}?filter=${encodeURIComponent(`meta.lastModified gt "${value}"`)}`),
+          400,
+          'invalidFilter',
+        );
+    await expectScim(await scim(`/Users?filter=${encodeURIComponent('meta.created ge "0001-01-01T00:00:00Z"')}`), 200);
+  });
+
+  it('filters fold ASCII letters only, as userName is matched: \u00C9 is not \u00E9, KELVIN SIGN is not k', async () => {
+    const accented = `\u00e9-${uniqueEmail('accent')}`;
+    const kelvin = `k-${uniqueEmail('kelvin')}`;
+    for (const userName of [accented, kelvin])
+      await expectScim(await scim('/Users', { body: { schemas: [USER], userName } }), 201);
+    const total = async (filter: string) =>
+      (await expectScim(await scim(`/Users?filter=${encodeURIComponent(filter)}`), 200)).totalResults;
+    expect(await total(`userName eq "${accented.toUpperCase()}"`)).toBe(0);
+    // ASCII letters in upper case, \u00E9 as it is: the same userName.
+    expect(await total(`userName eq "${accented.replace(/[a-z]+/g, (s) => s.toUpperCase())}"`)).toBe(1);
+    expect(await total(`emails.value eq "${accented.replace('\u00e9', '\u00c9')}"`)).toBe(0);
+    expect(await total(`userName eq "${kelvin.replace('k-', '\u212a-')}"`)).toBe(0);
+    expect(await total(`userName eq "${kelvin.toUpperCase()}"`)).toBe(1);
+  });
+});
