@@ -9,6 +9,7 @@ import type { Logger } from '../shared/logger.js';
 import { isScimPath, SCIM_MEDIA_TYPE } from '../shared/scim-error.js';
 import type { AppEnv, Clock, ScimCaller } from '../shared/types.js';
 import { scimRateIdentity } from './rate-limit-tiers.js';
+import { renderError } from './render-error.js';
 
 export { ScimError, type ScimErrorType } from '../scim/errors.js';
 export { SCIM_MEDIA_TYPE, SCIM_PREFIX } from '../shared/scim-error.js';
@@ -47,6 +48,7 @@ const refused = () =>
  * that token's organization. The SCIM tier (RATE_LIMIT_SCIM_*) counts the
  * presented token, or the address without one, before any lookup; when the
  * store does not answer it fails open with an error log, as the global tier.
+ * Every answer, errors included, is `Cache-Control: no-store`.
  */
 export function scimDoor({
   service,
@@ -77,8 +79,12 @@ export function scimDoor({
     if (decision && !decision.success) throw tooMany(decision, clock());
   };
 
-  return function scimDoor(c, next) {
-    return isScimPath(c.req.path) ? serve(c) : next();
+  return async function scimDoor(c, next) {
+    if (!isScimPath(c.req.path)) return next();
+    const response = await serve(c).catch((error: unknown) => renderError(error, c));
+    // People, their addresses and groups, read with a token: no cache keeps a copy (RFC 9111 section 5.2.2.5).
+    response.headers.set('Cache-Control', 'no-store');
+    return response;
   };
 
   async function serve(c: Context<AppEnv>): Promise<Response> {

@@ -32,14 +32,14 @@ import {
   parsePaging,
   resourceId,
 } from '../scim/resources.js';
+import { displayName, line } from '../shared/text.js';
 import type { AppEnv } from '../shared/types.js';
 
-const Name = z.string().trim().min(1).max(256);
 const MemberRef = z.looseObject({ value: z.string().min(1).max(100) });
 /** RFC 7643 section 4.2; what a directory sends besides (`schemas`, `id`, `meta`) is ignored. */
 const GroupBody = z.looseObject({
-  displayName: Name,
-  externalId: z.string().min(1).max(256).nullish(),
+  displayName: displayName(256),
+  externalId: line(256).min(1).nullish(),
   members: z.array(MemberRef).max(10_000).nullish(),
 });
 

@@ -1,4 +1,4 @@
-import { NAME_MAX, oneLine } from '../shared/text.js';
+import { hasControlCharacters, NAME_MAX, oneLine } from '../shared/text.js';
 import { ScimError } from './errors.js';
 
 /**
@@ -55,6 +55,13 @@ function str(value: unknown, path: string, max = 256): string {
   return value;
 }
 
+/** An identifier (userName, externalId): refused with control characters, where a name has them made spaces. */
+function identifier(value: unknown, path: string, max = 256): string {
+  const checked = str(value, path, max);
+  if (hasControlCharacters(checked)) throw invalid(`${path} must not contain control characters`);
+  return checked;
+}
+
 /** The address of an `emails` value: the primary one, else the work one, else the first. */
 function emailOf(value: unknown): string | undefined {
   if (typeof value === 'string') return value;
@@ -100,8 +107,8 @@ function take(path: string, value: unknown, out: UserFieldsInput, name: NamePart
   if (path === 'schemas') return;
   if (READ_ONLY.has(path)) throw new ScimError(400, 'mutability', `${path} is read-only`);
   if (path === 'active') out.active = bool(value, 'active');
-  else if (path === 'externalid') out.externalId = value === null ? null : str(value, 'externalId');
-  else if (path === 'username') out.userName = str(value, 'userName', 254);
+  else if (path === 'externalid') out.externalId = value === null ? null : identifier(value, 'externalId');
+  else if (path === 'username') out.userName = identifier(value, 'userName', 254);
   else if (path === 'displayname') name.displayName = str(value, 'displayName');
   else if (path === 'name') {
     if (!value || typeof value !== 'object') return;
@@ -111,7 +118,7 @@ function take(path: string, value: unknown, out: UserFieldsInput, name: NamePart
   else if (path === 'name.familyname') name.familyName = str(value, 'name.familyName');
   else if (path === 'emails' || /^emails\[[^\]]*\](\.value)?$/.test(path) || path === 'emails.value') {
     const address = emailOf(Array.isArray(value) || typeof value === 'string' ? value : [value]);
-    if (address !== undefined) name.email ??= str(address, 'emails.value', 254);
+    if (address !== undefined) name.email ??= identifier(address, 'emails.value', 254);
   } else throw new ScimError(400, 'invalidPath', `Unknown attribute: ${path}`);
 }
 
@@ -156,8 +163,8 @@ export function userChanges(
   if (after.active !== before.active) out.active = after.active === undefined ? false : bool(after.active, 'active');
   if (after.externalId !== before.externalId)
     out.externalId =
-      after.externalId === undefined || after.externalId === null ? null : str(after.externalId, 'externalId');
-  if (after.userName !== before.userName) out.userName = str(after.userName, 'userName', 254);
+      after.externalId === undefined || after.externalId === null ? null : identifier(after.externalId, 'externalId');
+  if (after.userName !== before.userName) out.userName = identifier(after.userName, 'userName', 254);
   const was = (before.name ?? {}) as Record<string, unknown>;
   const now = (after.name ?? {}) as Record<string, unknown>;
   const moved = (value: unknown, previous: unknown) => (value !== previous ? value : undefined);

@@ -1,7 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestApp, type TestApp } from '../support/app.js';
-import { call, PASSWORD } from '../support/http.js';
-import { asOwnerInTenant, createOrganization, listMembers, type TestOrganization } from '../support/orgs.js';
+import { call, expectStatus, PASSWORD } from '../support/http.js';
+import {
+  asOwnerInTenant,
+  createOrganization,
+  listMembers,
+  roleBySlug,
+  type TestOrganization,
+} from '../support/orgs.js';
 import { signedInUser, uniqueEmail } from '../support/users.js';
 import { expectScim, mintToken, PATCH, type Scim, scimClient, USER } from './users-client.js';
 
@@ -123,5 +129,74 @@ describe('SCIM against a directory that overreaches', () => {
     expect(await total(`emails.value eq "${accented.replace('\u00e9', '\u00c9')}"`)).toBe(0);
     expect(await total(`userName eq "${kelvin.replace('k-', '\u212a-')}"`)).toBe(0);
     expect(await total(`userName eq "${kelvin.toUpperCase()}"`)).toBe(1);
+  });
+
+  it('identifiers with control characters are refused (400), where a name has them made spaces', async () => {
+    const bad = ['a\u0007b', 'a\u001b[31mb', 'a\u009bb', 'a\u2028b'];
+    for (const value of bad) {
+      await expectScim(
+        await scim('/Users', { body: { schemas: [USER], userName: `x${value}@example.test` } }),
+        400,
+        'invalidValue',
+      );
+      await expectScim(
+        await scim('/Users', { body: { schemas: [USER], userName: uniqueEmail('ctl'), externalId: value } }),
+        400,
+        'invalidValue',
+      );
+      await expectScim(await scim('/Groups', { body: { schemas: [GROUP], displayName: value } }), 400, 'invalidValue');
+      await expectScim(
+        await scim('/Groups', { body: { schemas: [GROUP], displayName: 'Fine', externalId: value } }),
+        400,
+        'invalidValue',
+      );
+    }
+    const user = await expectScim(
+      await scim('/Users', { body: { schemas: [USER], userName: uniqueEmail('ctl'), displayName: 'Ada\nLovelace' } }),
+      201,
+    );
+    expect(user.displayName).toBe('Ada Lovelace');
+    await expectScim(
+      await scim(`/Users/${user.id}`, {
+        method: 'PATCH',
+        body: { schemas: [PATCH], Operations: [{ op: 'replace', path: 'externalId', value: bad[0] }] },
+      }),
+      400,
+      'invalidValue',
+    );
+  });
+
+  it('no attribute of a User sets a role: roles and groups sent with it change nothing', async () => {
+    const group = await expectScim(await scim('/Groups', { body: { schemas: [GROUP], displayName: 'Owners' } }), 201);
+    const owner = await roleBySlug(t, org.owner, 'owner');
+    await expectStatus(
+      await call(t, '/api/scim/group-roles', {
+        method: 'PUT',
+        body: [{ groupId: group.id, roleId: owner.id }],
+        jar: org.owner.jar,
+      }),
+      200,
+    );
+    const user = await expectScim(
+      await scim('/Users', {
+        body: {
+          schemas: [USER],
+          userName: uniqueEmail('climber'),
+          roles: [{ value: 'owner', primary: true }],
+          groups: [{ value: group.id }],
+          'urn:ietf:params:scim:schemas:extension:enterprise:2.0:User': { manager: { value: org.owner.id } },
+        },
+      }),
+      201,
+    );
+    expect(user.groups).toEqual([]);
+    const roleOf = async () => (await listMembers(t, org.owner)).find((m) => m.userId === user.id)?.roleSlug;
+    expect(await roleOf()).toBe('member');
+    const patch = (Operations: unknown[]) =>
+      scim(`/Users/${user.id}`, { method: 'PATCH', body: { schemas: [PATCH], Operations } });
+    await expectScim(await patch([{ op: 'add', path: 'roles', value: [{ value: 'owner' }] }]), 200);
+    await expectScim(await patch([{ op: 'add', path: 'groups', value: [{ value: group.id }] }]), 400, 'mutability');
+    await expectScim(await patch([{ op: 'add', value: { groups: [{ value: group.id }] } }]), 400, 'mutability');
+    expect(await roleOf()).toBe('member');
   });
 });

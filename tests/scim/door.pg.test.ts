@@ -68,8 +68,11 @@ describe('SCIM door', () => {
       '/api/scim/v2/Users',
       '/api/scim/v2/Nope',
       '/api/scim/v2',
-    ])
-      await expectScimError(await call(t, path), 401);
+    ]) {
+      const res = await call(t, path);
+      await expectScimError(res, 401);
+      expect(res.headers.get('cache-control')).toBe('no-store');
+    }
     const res = await call(t, '/api/scim/v2/Schemas');
     expect(res.headers.get('www-authenticate')).toMatch(/^Bearer/);
     for (const presented of ['scim_short', `scim_${'A'.repeat(40)}`, `${token}x`, token.toUpperCase(), apiKey])
@@ -103,21 +106,26 @@ describe('SCIM door', () => {
     await expectError(await call(t, '/api/auth/get-session', { headers: bearer(token) }), 401, 'UNAUTHORIZED');
   });
 
-  it('a token passes for its organization (and each its own), and its answers are application/scim+json', async () => {
+  it('a token passes for its organization (and each its own); answers are application/scim+json, no-store', async () => {
     for (const presented of [token, otherToken]) {
       const res = await call(t, '/api/scim/v2/ServiceProviderConfig', { headers: bearer(presented) });
       await expectStatus(res, 200);
       expect(res.headers.get('content-type')).toBe('application/scim+json');
+      expect(res.headers.get('cache-control')).toBe('no-store');
     }
   });
 
   it('404, 405, 413 and 415 under /api/scim/v2 are SCIM errors', async () => {
     const headers = bearer(token);
-    await expectScimError(await call(t, '/api/scim/v2/Nope', { headers }), 404);
+    // What the door answers is never cached (the 413 and a body that is no JSON are answered before it).
+    const missing = await call(t, '/api/scim/v2/Nope', { headers });
+    await expectScimError(missing, 404);
+    expect(missing.headers.get('cache-control')).toBe('no-store');
     await expectScimError(await call(t, '/api/scim/v2/ResourceTypes/Device', { headers }), 404);
     const notAllowed = await call(t, '/api/scim/v2/ServiceProviderConfig', { method: 'DELETE', headers });
     expect(notAllowed.headers.get('allow')).toBe('GET, HEAD');
     await expectScimError(notAllowed, 405);
+    expect(notAllowed.headers.get('cache-control')).toBe('no-store');
     const big = await t.app.request('/api/scim/v2/Users', {
       method: 'POST',
       headers: { ...headers, 'content-type': 'application/scim+json', 'content-length': String(2 * 1024 * 1024) },
@@ -130,6 +138,7 @@ describe('SCIM door', () => {
       body: 'userName=x',
     });
     await expectScimError(plain, 415);
+    expect(plain.headers.get('cache-control')).toBe('no-store');
     const malformed = await t.app.request('/api/scim/v2/Users', {
       method: 'POST',
       headers: { ...headers, 'content-type': 'application/scim+json' },
