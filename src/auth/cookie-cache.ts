@@ -14,6 +14,57 @@ function equal(a: Buffer, b: Buffer): boolean {
   return a.length === b.length && timingSafeEqual(a, b);
 }
 
+/** better-call's signed cookie, `<value>.<base64 HMAC-SHA256(secret, value)>`: the value, or null. */
+function unsign(secret: string, signed: string): string | null {
+  const dot = signed.lastIndexOf('.');
+  if (dot < 1) return null;
+  const value = signed.slice(0, dot);
+  const signature = signed.slice(dot + 1);
+  if (signature.length !== 44 || !signature.endsWith('=')) return null;
+  const expected = createHmac('sha256', secret).update(value).digest();
+  return equal(Buffer.from(signature, 'base64'), expected) ? value : null;
+}
+
+function cookieNames(config: Config) {
+  const prefix = config.auth.secureCookies ? '__Secure-' : '';
+  return {
+    token: `${prefix}${COOKIE_PREFIX}.session_token`,
+    data: `${prefix}${COOKIE_PREFIX}.session_data`,
+    dontRemember: `${prefix}${COOKIE_PREFIX}.dont_remember`,
+  };
+}
+
+export interface SessionTokenCookie {
+  /** The session's token, its signature checked. */
+  token: string;
+  /** A "don't remember me" sign-in: the library never extends such a session. */
+  dontRemember: boolean;
+}
+
+/**
+ * Reads the library's signed session cookie as its get-session does
+ * (better-call's `getSignedCookie`), with a synchronous HMAC: the token, or
+ * null when the cookie is absent or its signature is wrong.
+ */
+export function createSessionTokenReader(config: Config) {
+  const secret = config.auth.secret;
+  const names = cookieNames(config);
+  return (cookieHeader: string | undefined | null): SessionTokenCookie | null => {
+    if (!cookieHeader?.includes(names.token)) return null;
+    let cookies: Record<string, string>;
+    try {
+      cookies = parse(cookieHeader);
+    } catch {
+      return null;
+    }
+    const signed = cookies[names.token];
+    const token = signed ? unsign(secret, signed) : null;
+    if (!token) return null;
+    const dontRemember = cookies[names.dontRemember];
+    return { token, dontRemember: dontRemember !== undefined && unsign(secret, dontRemember) !== null };
+  };
+}
+
 /**
  * Reads the session the library's signed cookie cache describes, checking it
  * exactly as better-auth's get-session does on a cache hit (better-call's
@@ -34,9 +85,7 @@ export function createCookieCacheVerifier(
   // five minutes, and both HMACs are deterministic. Only successes are kept
   // (junk cookies cannot fill it with anything but misses); oldest go first.
   const verified = new Map<string, { session: CachedSession; until: number }>();
-  const prefix = config.auth.secureCookies ? '__Secure-' : '';
-  const tokenName = `${prefix}${COOKIE_PREFIX}.session_token`;
-  const dataName = `${prefix}${COOKIE_PREFIX}.session_data`;
+  const { token: tokenName, data: dataName } = cookieNames(config);
 
   return (cookieHeader: string | undefined | null): CachedSession | null => {
     if (!cookieHeader?.includes(dataName)) return null;
@@ -56,14 +105,8 @@ export function createCookieCacheVerifier(
       verified.delete(memoKey);
     }
 
-    // better-call signed cookie: `<value>.<base64 HMAC-SHA256(secret, value)>`.
-    const dot = signedToken.lastIndexOf('.');
-    if (dot < 1) return null;
-    const token = signedToken.slice(0, dot);
-    const signature = signedToken.slice(dot + 1);
-    if (signature.length !== 44 || !signature.endsWith('=')) return null;
-    const expectedTokenSignature = createHmac('sha256', secret).update(token).digest();
-    if (!equal(Buffer.from(signature, 'base64'), expectedTokenSignature)) return null;
+    const token = unsign(secret, signedToken);
+    if (!token) return null;
 
     // Compact cookie cache: base64url(JSON { session, expiresAt, signature }).
     let envelope: { session?: unknown; expiresAt?: unknown; signature?: unknown };

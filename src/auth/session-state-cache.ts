@@ -21,6 +21,7 @@ export interface SessionStateCache<T> {
   generation(): number;
   get(key: string): T | undefined;
   set(key: string, value: T, generation: number, expiresAtMs: number): void;
+  delete(key: string): void;
   clear(): void;
   readonly size: number;
   /**
@@ -66,6 +67,9 @@ export function createSessionStateCache<T>({
       entries.delete(key);
       if (entries.size >= maxEntries) entries.delete(entries.keys().next().value!);
       entries.set(key, { value, until });
+    },
+    delete(key) {
+      entries.delete(key);
     },
     clear() {
       generation += 1;

@@ -2,12 +2,17 @@ import type { Kysely } from 'kysely';
 import type { DatabaseHandle } from '../db/client.js';
 import type { Database } from '../db/database.js';
 import { purgeAfter } from '../db/queries/accounts.js';
-import { loadSessionState, type SessionStateRow } from '../db/queries/session-state.js';
+import {
+  loadSessionState,
+  loadSessionStateByToken,
+  type SessionByTokenRow,
+  type SessionStateRow,
+} from '../db/queries/session-state.js';
 import { recordSsoBypass } from '../db/queries/sso-bypasses.js';
 import type { Config } from '../shared/config.js';
 import type { Clock, SessionResolver } from '../shared/types.js';
-import type { Auth } from './auth.js';
-import { createCookieCacheVerifier } from './cookie-cache.js';
+import { type Auth, SESSION_SETTINGS } from './auth.js';
+import { createCookieCacheVerifier, createSessionTokenReader } from './cookie-cache.js';
 import { createSessionStateCache, SESSION_STATE_CHANNEL, type SessionStateCache } from './session-state-cache.js';
 
 /**
@@ -28,21 +33,38 @@ export function stepUpOf(
   return { stepUpUntil: new Date(until).toISOString(), stepUpFresh: now.getTime() < until };
 }
 
+/** A session the cookie names, and its state (null: the statement found no user). */
+interface Found {
+  sessionId: string;
+  userId: string;
+  expiresAt: string;
+  state: SessionStateRow | null;
+}
+
+/** The request being resolved. */
+type RequestContext = Parameters<SessionResolver>[0];
+
+const isByToken = (row: SessionStateRow): row is SessionByTokenRow => 'session_id' in row;
+
 /** How many recorded break-glass pairs a resolver remembers before it starts over. */
 const MAX_REMEMBERED_BYPASSES = 10_000;
 
 /**
  * Resolves the enriched session (docs/api.md "Sessions") once per request. The cookie is
  * validated from the library's 5-minute cookie cache (checked here exactly
- * as the library checks it, see cookie-cache.ts) or, when that is absent or
- * stale, by the library itself, which also renews cookies. Then one
- * statement reads what must never be stale: whether the session row still
- * stands, its active organization as stored now, the user's platform role and
- * deletion mark, and the permissions of the member's role there. A role
- * change, an organization switch, a revoked session or a scheduled deletion
- * therefore bites on the next request, not when the cookie cache expires.
- * Where a `cache` is given, that statement's answer is kept until the
- * database says something it reads has changed (session-state-cache.ts).
+ * as the library checks it, see cookie-cache.ts); without one, by the
+ * session cookie's signature and the session row found by its token. Then
+ * one statement reads what must never be stale: whether the session row
+ * still stands, its active organization as stored now, the user's platform
+ * role and deletion mark, and the permissions of the member's role there
+ * (for a token, the same statement finds the row). A role change, an
+ * organization switch, a revoked session or a scheduled deletion therefore
+ * bites on the next request, not when the cookie cache expires. The library
+ * itself answers whatever is not that plain case (no live session for the
+ * token: it expires the cookies; a session due for its daily extension: it
+ * extends it and renews the cookies). Where a `cache` is given, the
+ * statement's answer is kept until the database says something it reads has
+ * changed (session-state-cache.ts).
  */
 export function createSessionResolver({
   auth,
@@ -84,25 +106,56 @@ export function createSessionResolver({
     if (bypassed.size >= MAX_REMEMBERED_BYPASSES) bypassed.clear();
     bypassed.add(pair);
   };
+  const readToken = createSessionTokenReader(config);
+  const byToken = async (token: string): Promise<SessionByTokenRow | null> => {
+    const key = `token:${token}`;
+    const hit = cache?.get(key);
+    if (hit && isByToken(hit)) return hit;
+    const generation = cache?.generation() ?? 0;
+    const row = await loadSessionStateByToken(db, token);
+    if (row) cache?.set(key, row, generation, row.expires_at.getTime());
+    return row;
+  };
+  // The library's daily extension (get-session's own rule): due once the
+  // session is `updateAge` old, counted back from its expiry.
+  const extensionDue = (expiresAt: Date) =>
+    expiresAt.getTime() - (SESSION_SETTINGS.expiresIn - SESSION_SETTINGS.updateAge) * 1000 <= Date.now();
+
+  const fromLibrary = async (c: RequestContext): Promise<Found | null> => {
+    const result = await auth.api.getSession({ headers: c.req.raw.headers, returnHeaders: true });
+    // A refreshed session (updateAge) or a renewed cookie cache comes back
+    // as Set-Cookie: pass it on, or the browser keeps the stale cookies.
+    for (const setCookie of result.headers.getSetCookie()) c.header('Set-Cookie', setCookie, { append: true });
+    const response = result.response;
+    if (!response) return null;
+    const found = {
+      sessionId: response.session.id,
+      userId: response.user.id,
+      expiresAt: new Date(response.session.expiresAt).toISOString(),
+    };
+    return { ...found, state: await readState(found.sessionId, found.userId, found.expiresAt) };
+  };
+
+  const resolve = async (c: RequestContext, cookie: string): Promise<Found | null> => {
+    const cached = fromCache(cookie);
+    if (cached) return { ...cached, state: await readState(cached.sessionId, cached.userId, cached.expiresAt) };
+    // No signed session cookie: the library's get-session answers null and
+    // touches no cookie either (with its cookie cache on).
+    const signed = readToken(cookie);
+    if (!signed) return null;
+    const row = await byToken(signed.token);
+    if (row && (signed.dontRemember || !extensionDue(row.expires_at)))
+      return { sessionId: row.session_id, userId: row.user_id, expiresAt: row.expires_at.toISOString(), state: row };
+    cache?.delete(`token:${signed.token}`);
+    return fromLibrary(c);
+  };
+
   return async (c) => {
     const cookie = c.req.header('cookie');
     if (!cookie) return null;
-    let found: { sessionId: string; userId: string; expiresAt: string } | null = fromCache(cookie);
-    if (!found) {
-      const result = await auth.api.getSession({ headers: c.req.raw.headers, returnHeaders: true });
-      // A refreshed session (updateAge) or a renewed cookie cache comes back
-      // as Set-Cookie: pass it on, or the browser keeps the stale cookies.
-      for (const setCookie of result.headers.getSetCookie()) c.header('Set-Cookie', setCookie, { append: true });
-      const response = result.response;
-      if (!response) return null;
-      found = {
-        sessionId: response.session.id,
-        userId: response.user.id,
-        expiresAt: new Date(response.session.expiresAt).toISOString(),
-      };
-    }
-    const state = await readState(found.sessionId, found.userId, found.expiresAt);
-    if (!state?.session_valid) return null;
+    const found = await resolve(c, cookie);
+    const state = found?.state;
+    if (!found || !state?.session_valid) return null;
     // A member of the organization, or no active organization at all (no permissions: docs/api.md "Access").
     const activeOrganizationId = state.member_id ? state.active_organization_id : null;
     const { stepUpUntil, stepUpFresh } = stepUpOf(state, config.stepUp.maxAgeSeconds, clock());

@@ -49,3 +49,24 @@ export async function loadSessionState(
     );
   return rows[0] ?? null;
 }
+
+/** A session found by its token, with what `session_state` answers for it. */
+export interface SessionByTokenRow extends SessionStateRow {
+  session_id: string;
+  user_id: string;
+  expires_at: Date;
+}
+
+/**
+ * The same statement reached by the session's token (the library's session
+ * cookie, its signature already checked): the session row joined to
+ * `session_state` for its active organization. No row: no live session
+ * with that token (unknown, expired, or its user gone).
+ */
+export async function loadSessionStateByToken(db: Kysely<Database>, token: string): Promise<SessionByTokenRow | null> {
+  const { rows } = await sql<SessionByTokenRow>`
+    select s.id as session_id, s.user_id, s.expires_at, st.*
+    from sessions s cross join lateral session_state(s.id, s.user_id) st
+    where s.token = ${token} and s.expires_at > now()`.execute(db);
+  return rows[0] ?? null;
+}
