@@ -11,7 +11,7 @@ import {
   type ScimPatchSchema,
 } from './patch-schema.js';
 
-export { applyScimPatch, type ScimResource } from './patch-apply.js';
+export { applyScimPatch, MAX_PATCH_WORK, type ScimResource } from './patch-apply.js';
 export type { ScimPatchAttribute, ScimPatchOp, ScimPatchOperation, ScimPatchPath, ScimPatchSchema };
 
 /**

@@ -199,4 +199,28 @@ describe('SCIM against a directory that overreaches', () => {
     await expectScim(await patch([{ op: 'add', value: { groups: [{ value: group.id }] } }]), 400, 'mutability');
     expect(await roleOf()).toBe('member');
   });
+
+  it('a PATCH that would visit too many members is 400 tooMany, the group unchanged', async () => {
+    const members = [];
+    for (let i = 0; i < 101; i++)
+      members.push({
+        value: (
+          await expectScim(await scim('/Users', { body: { schemas: [USER], userName: uniqueEmail('many') } }), 201)
+        ).id,
+      });
+    const group = await expectScim(
+      await scim('/Groups', { body: { schemas: [GROUP], displayName: 'Many', members } }),
+      201,
+    );
+    // 1,000 filtered removals on 101 members: past the work one request may do (MAX_PATCH_WORK).
+    const Operations = Array.from({ length: 1000 }, (_, i) => ({ op: 'remove', path: `members[value eq "x${i}"]` }));
+    await expectScim(
+      await scim(`/Groups/${group.id}`, { method: 'PATCH', body: { schemas: [PATCH], Operations } }),
+      400,
+      'tooMany',
+    );
+    const after = await expectScim(await scim(`/Groups/${group.id}`), 200);
+    expect(after.meta.version).toBe(group.meta.version);
+    expect(after.members).toHaveLength(101);
+  });
 });

@@ -1,6 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import { ScimError } from '../../src/scim/errors.js';
-import { applyScimPatch, PATCH_OP_URN, parseScimPatch, type ScimResource } from '../../src/scim/patch.js';
+import {
+  applyScimPatch,
+  MAX_PATCH_WORK,
+  PATCH_OP_URN,
+  parseScimPatch,
+  type ScimResource,
+} from '../../src/scim/patch.js';
 
 /**
  * RFC 7644 section 3.5.2 PATCH on a User's and a Group's JSON, including the
@@ -284,6 +290,34 @@ describe('RFC 7644 section 3.5.2 forms', () => {
     ).toBe('mutability');
     patchUser({ op: 'replace', path: 'name.givenName', value: 'X' }, { op: 'remove', path: 'emails' });
     expect(ADA).toEqual(before);
+  });
+});
+
+describe('work', () => {
+  const big = {
+    ...ENGINEERING,
+    members: Array.from({ length: 10_000 }, (_, i) => ({ value: `u${i}`, display: `user${i}@example.com` })),
+  };
+  const apply = (...operations: unknown[]) => applyScimPatch(big, parseScimPatch(body(...operations), 'Group'));
+
+  it('a request whose operations would visit too many values is tooMany, refused before the work', () => {
+    const removals = Array.from({ length: 1000 }, (_, i) => ({ op: 'remove', path: `members[value eq "x${i}"]` }));
+    const started = performance.now();
+    expect(refusal(() => apply(...removals))).toMatchObject({ status: 400, scimType: 'tooMany' });
+    // Unbounded, this request held the core for seconds.
+    expect(performance.now() - started).toBeLessThan(1_000);
+  });
+
+  it('what directories send fits: a few removals by filter, a member list, a whole replacement', () => {
+    const removed = apply(
+      { op: 'remove', path: 'members[value eq "u1"]' },
+      { op: 'remove', path: 'members[value eq "u2"]' },
+      { op: 'add', path: 'members', value: [{ value: 'new' }] },
+    );
+    expect((removed.members as unknown[]).length).toBe(9_999);
+    const replaced = apply({ op: 'replace', path: 'members', value: big.members.slice(0, 5_000) });
+    expect((replaced.members as unknown[]).length).toBe(5_000);
+    expect(MAX_PATCH_WORK).toBeGreaterThanOrEqual(3 * big.members.length);
   });
 });
 
