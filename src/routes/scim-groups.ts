@@ -4,16 +4,13 @@ import type { Kysely, Transaction } from 'kysely';
 import type { Database } from '../db/database.js';
 import { groupFilterSql } from '../db/queries/scim-filter-sql.js';
 import {
-  createGroup,
-  deleteGroup,
-  type GroupChanges,
   getGroup,
   groupNameTaken,
   listGroups,
   type ScimGroupRecord,
   unknownScimUsers,
-  updateGroup,
-} from '../db/queries/scim-groups.js';
+} from '../db/queries/scim-group-reads.js';
+import { createGroup, deleteGroup, type GroupChanges, updateGroup } from '../db/queries/scim-groups.js';
 import { withTenant } from '../db/tenant.js';
 import { access, guard, tenantOf } from '../middleware/guard.js';
 import { scimJson, scimNoContent, scimOf } from '../middleware/scim.js';
@@ -35,6 +32,13 @@ import {
 import { displayName, line } from '../shared/text.js';
 import type { AppEnv } from '../shared/types.js';
 
+/**
+ * The most members one list answer carries (RFC 7644 section 3.4.2.4 lets
+ * the service refuse what it will not build: `tooMany`). Unbounded, 200
+ * groups of 10,000 members made one answer of two million: memory enough
+ * to stop the process, every organization with it.
+ */
+const MAX_LISTED_MEMBERS = 100_000;
 const MemberRef = z.looseObject({ value: z.string().min(1).max(100) });
 /** RFC 7643 section 4.2; what a directory sends besides (`schemas`, `id`, `meta`) is ignored. */
 const GroupBody = z.looseObject({
@@ -136,8 +140,15 @@ export function scimGroupRoutes({ db, authUrl }: ScimGroupRouteDeps) {
           offset: paging.offset,
           limit: paging.count,
           members: !excluded.includes('members'),
+          maxMembers: MAX_LISTED_MEMBERS,
         }),
       );
+      if (!groups)
+        throw new ScimError(
+          400,
+          'tooMany',
+          `These groups hold more than ${MAX_LISTED_MEMBERS} members: ask for fewer (count), or excludedAttributes=members`,
+        );
       const body = listResponse(
         groups.map((g) => groupResource(authUrl, g)),
         { totalResults: total, paging },

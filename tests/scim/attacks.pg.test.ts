@@ -1,3 +1,4 @@
+import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestApp, type TestApp } from '../support/app.js';
 import { call, expectStatus, PASSWORD } from '../support/http.js';
@@ -222,5 +223,30 @@ describe('SCIM against a directory that overreaches', () => {
     const after = await expectScim(await scim(`/Groups/${group.id}`), 200);
     expect(after.meta.version).toBe(group.meta.version);
     expect(after.members).toHaveLength(101);
+  });
+
+  it('a list of groups holding more than 100,000 members between them is 400 tooMany, not built', async () => {
+    const tag = crypto.randomUUID().slice(0, 8);
+    // 1,000 Users in 101 groups, written straight to the tables: 101,000 members.
+    await asOwnerInTenant(t, org.id, async (trx) => {
+      await sql`insert into users (email, name, email_verified)
+        select 'bulk-' || ${tag} || '-' || i || '@example.test', 'Bulk ' || i, true from generate_series(1, 1000) i`.execute(
+        trx,
+      );
+      await sql`insert into scim_users (tenant_id, user_id, active)
+        select ${org.id}::uuid, id, false from users where email like ${`bulk-${tag}-%`}`.execute(trx);
+      await sql`insert into scim_groups (tenant_id, display_name)
+        select ${org.id}::uuid, 'Bulk ' || ${tag} || ' ' || i from generate_series(1, 101) i`.execute(trx);
+      await sql`insert into scim_group_members (tenant_id, group_id, user_id)
+        select ${org.id}::uuid, g.id, u.id from scim_groups g, users u
+        where g.display_name like ${`Bulk ${tag} %`} and u.email like ${`bulk-${tag}-%`}`.execute(trx);
+    });
+    const filter = encodeURIComponent(`displayName sw "Bulk ${tag}"`);
+    const refused = await expectScim(await scim(`/Groups?filter=${filter}&count=200`), 400, 'tooMany');
+    expect(refused.detail).toContain('excludedAttributes=members');
+    const without = await expectScim(await scim(`/Groups?filter=${filter}&count=200&excludedAttributes=members`), 200);
+    expect(without.itemsPerPage).toBe(101);
+    const few = await expectScim(await scim(`/Groups?filter=${filter}&count=2`), 200);
+    expect(few.Resources.map((g: { members: unknown[] }) => g.members.length)).toEqual([1000, 1000]);
   });
 });

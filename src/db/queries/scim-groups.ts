@@ -1,19 +1,16 @@
-import type { Expression, Selectable, SqlBool, Transaction } from 'kysely';
+import type { Transaction } from 'kysely';
 import { recordAudit } from '../audit.js';
 import type { Database } from '../database.js';
-import type { ScimGroupsTable } from '../scim-tables.js';
+import { getGroup, membersOf, type ScimGroupRecord, type ScimGroupRow } from './scim-group-reads.js';
 import { syncMemberRole } from './scim-membership.js';
 
 /**
- * docs/scim.md "Groups": an organization's directory groups and who is in
- * them, in the request's one transaction with the tenant named (`withTenant`);
- * each query names the tenant too. The route checks (a locked row's version,
- * a free name, members that are SCIM Users) and answers in SCIM's terms.
+ * docs/scim.md "Groups": writing an organization's directory groups and who
+ * is in them (reading: scim-group-reads.ts), in the request's one
+ * transaction with the tenant named (`withTenant`); each query names the
+ * tenant too. The route checks (a locked row's version, a free name, members
+ * that are SCIM Users) and answers in SCIM's terms.
  */
-export type ScimGroupRow = Selectable<ScimGroupsTable>;
-/** `value`: the member's SCIM User id (the account's); `members` absent: asked without them. */
-export type ScimGroupMember = { value: string; display: string };
-export type ScimGroupRecord = ScimGroupRow & { members?: ScimGroupMember[] };
 
 /** Who acts: the organization and its directory's token (audited as `metadata.scimTokenId`, via scim). */
 export type GroupActor = { tenantId: string; scimTokenId: string };
@@ -23,101 +20,6 @@ export interface GroupChanges {
   displayName: string;
   externalId: string | null;
   members: string[];
-}
-
-async function membersOf(trx: Transaction<Database>, tenantId: string, groupIds: string[]) {
-  const byGroup = new Map<string, ScimGroupMember[]>(groupIds.map((id) => [id, []]));
-  if (groupIds.length === 0) return byGroup;
-  const rows = await trx
-    .selectFrom('scim_group_members as gm')
-    .innerJoin('users as u', 'u.id', 'gm.user_id')
-    .select(['gm.group_id', 'gm.user_id', 'u.name', 'u.email'])
-    .where('gm.tenant_id', '=', tenantId)
-    .where('gm.group_id', 'in', groupIds)
-    .orderBy('u.email')
-    .execute();
-  for (const row of rows) byGroup.get(row.group_id)?.push({ value: row.user_id, display: row.name || row.email });
-  return byGroup;
-}
-
-/** One page of the organization's groups, oldest first, and how many match in all. */
-export async function listGroups(
-  trx: Transaction<Database>,
-  tenantId: string,
-  // `filter`: over `scim_groups` (groupFilterSql in scim-filter-sql.ts).
-  { filter, offset, limit, members }: { filter?: Expression<SqlBool>; offset: number; limit: number; members: boolean },
-): Promise<{ total: number; groups: ScimGroupRecord[] }> {
-  const base = trx
-    .selectFrom('scim_groups')
-    .where('tenant_id', '=', tenantId)
-    .$if(filter !== undefined, (query) => query.where(filter!));
-  const { total } = await base.select((eb) => eb.fn.countAll<string>().as('total')).executeTakeFirstOrThrow();
-  const rows =
-    limit === 0 ? [] : await base.selectAll().orderBy('created_at').orderBy('id').offset(offset).limit(limit).execute();
-  if (!members) return { total: Number(total), groups: rows };
-  const byGroup = await membersOf(
-    trx,
-    tenantId,
-    rows.map((row) => row.id),
-  );
-  return { total: Number(total), groups: rows.map((row) => ({ ...row, members: byGroup.get(row.id) ?? [] })) };
-}
-
-/**
- * The organization's group with its members (`members: false`: without),
- * `lock`ed until the transaction ends when asked (its version is the
- * If-Match check); undefined for another organization's id too.
- */
-export async function getGroup(
-  trx: Transaction<Database>,
-  tenantId: string,
-  id: string,
-  { members = true, lock = false }: { members?: boolean; lock?: boolean } = {},
-): Promise<ScimGroupRecord | undefined> {
-  const row = await trx
-    .selectFrom('scim_groups')
-    .selectAll()
-    .where('tenant_id', '=', tenantId)
-    .where('id', '=', id)
-    .$if(lock, (query) => query.forUpdate())
-    .executeTakeFirst();
-  if (!row || !members) return row;
-  return { ...row, members: (await membersOf(trx, tenantId, [id])).get(id) ?? [] };
-}
-
-/** displayName is unique in the organization regardless of case (the index scim_groups_display_name_key). */
-export async function groupNameTaken(
-  trx: Transaction<Database>,
-  tenantId: string,
-  displayName: string,
-  except?: string,
-): Promise<boolean> {
-  const taken = await trx
-    .selectFrom('scim_groups')
-    .select('id')
-    .where('tenant_id', '=', tenantId)
-    .where((eb) => eb(eb.fn('lower', ['display_name']), '=', displayName.toLowerCase()))
-    .$if(except !== undefined, (query) => query.where('id', '!=', except!))
-    .executeTakeFirst();
-  return taken !== undefined;
-}
-
-/** The ids among `userIds` that are not SCIM Users of the organization (a member must be one). */
-export async function unknownScimUsers(trx: Transaction<Database>, tenantId: string, userIds: string[]) {
-  const wanted = [...new Set(userIds)];
-  const uuid = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-  const candidates = wanted.filter((id) => uuid.test(id));
-  const found =
-    candidates.length === 0
-      ? []
-      : await trx
-          .selectFrom('scim_users')
-          .select('user_id')
-          .where('tenant_id', '=', tenantId)
-          .where('user_id', 'in', candidates)
-          .execute();
-  const known = new Set(found.map((row) => row.user_id));
-  return wanted.filter((id) => !known.has(id));
 }
 
 /** Makes `members` the group's members; returns the users it added and removed. */
