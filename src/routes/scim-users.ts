@@ -34,6 +34,8 @@ import { ApiError } from '../shared/errors.js';
 import type { AppEnv } from '../shared/types.js';
 
 const notFound = () => new ScimError(404, undefined, 'User not found');
+/** The most group references one list answer carries, as for Groups' members (scim-groups.ts). */
+const MAX_LISTED_GROUPS = 100_000;
 
 /** The address as every account holds it (docs/security.md "Account linking"); one the service cannot hold is refused. */
 function address(userName: string): string {
@@ -103,8 +105,19 @@ export function scimUserRoutes({ db, authUrl }: ScimUserRouteDeps) {
       const query = c.req.query('filter');
       const filter = userFilterSql(query === undefined ? undefined : parseScimFilter(query, USER_FILTER_ATTRIBUTES));
       const { total, users } = await withTenant(db, tenantId, (trx) =>
-        listScimUsers(trx, tenantId, { filter, offset: paging.offset, count: paging.count }),
+        listScimUsers(trx, tenantId, {
+          filter,
+          offset: paging.offset,
+          count: paging.count,
+          maxGroups: MAX_LISTED_GROUPS,
+        }),
       );
+      if (!users)
+        throw new ScimError(
+          400,
+          'tooMany',
+          `These Users are in more than ${MAX_LISTED_GROUPS} groups: ask for fewer (count)`,
+        );
       const resources = users.map((user) => userResource(authUrl, user));
       return scimJson(c, listResponse(resources, { totalResults: total, paging }));
     })

@@ -249,4 +249,26 @@ describe('SCIM against a directory that overreaches', () => {
     const few = await expectScim(await scim(`/Groups?filter=${filter}&count=2`), 200);
     expect(few.Resources.map((g: { members: unknown[] }) => g.members.length)).toEqual([1000, 1000]);
   });
+
+  it('a list of Users in more than 100,000 groups between them is 400 tooMany, not built', async () => {
+    const tag = crypto.randomUUID().slice(0, 8);
+    // 100 Users in 1,001 groups, written straight to the tables: 100,100 group references.
+    await asOwnerInTenant(t, org.id, async (trx) => {
+      await sql`insert into users (email, name, email_verified)
+        select 'joiner-' || ${tag} || '-' || i || '@example.test', 'Joiner', true from generate_series(1, 100) i`.execute(
+        trx,
+      );
+      await sql`insert into scim_users (tenant_id, user_id, active)
+        select ${org.id}::uuid, id, false from users where email like ${`joiner-${tag}-%`}`.execute(trx);
+      await sql`insert into scim_groups (tenant_id, display_name)
+        select ${org.id}::uuid, 'Club ' || ${tag} || ' ' || i from generate_series(1, 1001) i`.execute(trx);
+      await sql`insert into scim_group_members (tenant_id, group_id, user_id)
+        select ${org.id}::uuid, g.id, u.id from scim_groups g, users u
+        where g.display_name like ${`Club ${tag} %`} and u.email like ${`joiner-${tag}-%`}`.execute(trx);
+    });
+    const filter = encodeURIComponent(`userName sw "joiner-${tag}-"`);
+    await expectScim(await scim(`/Users?filter=${filter}&count=200`), 400, 'tooMany');
+    const few = await expectScim(await scim(`/Users?filter=${filter}&count=2`), 200);
+    expect(few.Resources.map((u: { groups: unknown[] }) => u.groups.length)).toEqual([1001, 1001]);
+  });
 });

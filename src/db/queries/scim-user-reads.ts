@@ -80,12 +80,21 @@ export async function getScimUser(trx: Trx, tenantId: string, userId: string): P
   return row ? (await withGroups(trx, tenantId, [row]))[0] : undefined;
 }
 
-/** One page of the list, oldest first, and how many match in all (`count` 0: the total only). */
+/**
+ * One page of the list, oldest first, and how many match in all (`count` 0:
+ * the total only); `users` null when the page's Users are in more than
+ * `maxGroups` groups between them (the answer would be too large to build).
+ */
 export async function listScimUsers(
   trx: Trx,
   tenantId: string,
-  { filter, offset, count }: { filter: Expression<SqlBool>; offset: number; count: number },
-): Promise<{ total: number; users: StoredScimUser[] }> {
+  {
+    filter,
+    offset,
+    count,
+    maxGroups = Number.POSITIVE_INFINITY,
+  }: { filter: Expression<SqlBool>; offset: number; count: number; maxGroups?: number },
+): Promise<{ total: number; users: StoredScimUser[] | null }> {
   const { total } = await baseQuery(trx, tenantId)
     .where(filter)
     .select((eb) => eb.fn.countAll<string>().as('total'))
@@ -101,5 +110,19 @@ export async function listScimUsers(
           .offset(offset)
           .limit(count)
           .execute();
+  if (rows.length > 0) {
+    // The page's group memberships, counted before they are read: null past `maxGroups`.
+    const { held } = await trx
+      .selectFrom('scim_group_members')
+      .select((eb) => eb.fn.countAll<string>().as('held'))
+      .where('tenant_id', '=', tenantId)
+      .where(
+        'user_id',
+        'in',
+        rows.map((row) => row.user_id),
+      )
+      .executeTakeFirstOrThrow();
+    if (Number(held) > maxGroups) return { total: Number(total), users: null };
+  }
   return { total: Number(total), users: await withGroups(trx, tenantId, rows) };
 }
