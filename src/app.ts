@@ -170,7 +170,7 @@ export function createApp(deps: AppDeps, options: CreateAppOptions = {}) {
   const scim = scimService({ authUrl: config.auth.url });
   scim.route('/', scimUserRoutes({ db, authUrl: config.auth.url }));
   scim.route('/', scimGroupRoutes({ db, authUrl: config.auth.url }));
-  const resolveScim = createScimTokenResolver({ db, clock, background: options.background });
+  const resolveScim = createScimTokenResolver({ db, clock });
   const scimLimits = { config: config.rateLimit, store: rateLimitStore, clientIp: options.clientIp, clock };
   use(scimDoor({ service: scim, resolve: resolveScim, ...scimLimits }));
   const resolveCookie = createSessionResolver({

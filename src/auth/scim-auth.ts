@@ -26,8 +26,6 @@ export function createScimTokenResolver({
 }: {
   db: Kysely<Database>;
   clock: Clock;
-  /** Unused: the write is the request's (above). Accepted until src/app.ts stops passing it. */
-  background?: (task: Promise<unknown>) => void;
 }): ScimTokenResolver {
   return async (presented, logger) => {
     if (!isWellFormedScimToken(presented)) return null;
