@@ -71,7 +71,8 @@ async function accountFor(
     if (existing.role !== 'user') throw unavailable('Accounts with a platform role do not sign in through SSO');
     if (existing.deleted_at) throw unavailable('The account is scheduled for deletion');
     // Everything attached before the proof goes (docs/security.md "Account linking").
-    if (!existing.email_verified) await proveEmailOwnership(db, existing.id);
+    // Whoever signed up under the address before this proof chose the password: it goes.
+    if (!existing.email_verified) await proveEmailOwnership(db, existing.id, { dropPassword: true });
     if (!linked) await link(existing.id);
     return existing.id;
   }

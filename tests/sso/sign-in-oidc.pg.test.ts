@@ -206,6 +206,28 @@ describe('single sign-on over OIDC', () => {
     expect(await accountsOf(userId)).toEqual([{ provider_id: `sso:${connectionId}`, account_id: sub, password: null }]);
   });
 
+  it('an unverified account someone signed up with a password: the password goes with the proof', async () => {
+    const email = `squatted-${crypto.randomUUID().slice(0, 8)}@${domain}`;
+    const password = 'squatters password 123';
+    // The squatter signs up under the address (never verified) and keeps the password.
+    await expectStatus(await call(t, '/api/auth/sign-up/email', { body: { email, password, name: 'Squatter' } }), 200);
+    const squatter = (await userRow(email))!;
+    expect(squatter.email_verified).toBe(false);
+    const sub = email.split('@')[0]!;
+    accounts[sub] = { email, email_verified: true };
+    const { jar } = await signIn({ sub, email });
+    expect((await sessionOf(jar))?.user.id).toBe(squatter.id);
+    expect(await accountsOf(squatter.id)).toEqual([
+      { provider_id: `sso:${connectionId}`, account_id: sub, password: null },
+    ]);
+    // The address is verified now: with the password kept, the squatter would be in.
+    const attempt = await call(t, '/api/auth/sign-in/email', { body: { email, password } });
+    expect(attempt.status).toBe(401);
+    expect(attempt.headers.getSetCookie().some((c) => c.includes('session_token=') && !/max-age=0/i.test(c))).toBe(
+      false,
+    );
+  });
+
   it('two first sign-ins of one person at once: one account, one membership, two sessions', async () => {
     const who = person('twice');
     const flows = [await startAndLogin(who.sub, { email: who.email, callbackURL: '/app' })];

@@ -20,9 +20,11 @@ export interface EmailProof {
  * unverified, anyone could have created the account under it. Every provider
  * link, session, passkey and second factor of the unverified account is
  * removed (sessions as deleted rows, so every instance refuses them on their
- * next request), then the address is marked verified. The password stays:
- * on the verification path it is the one the sign-up being verified chose,
- * on the reset path the one the prover just set.
+ * next request), then the address is marked verified. The password stays
+ * on the verification path (it is the one the sign-up being verified chose)
+ * and on the reset path (the prover just set it); a proof that sets none
+ * (`dropPassword`: an SSO sign-in) removes it too, as the magic link does,
+ * or whoever created the account under the address would keep signing in.
  *
  * Returns null when the account does not exist or was already verified (a
  * verified account keeps what it has). Called on the verification and reset
@@ -30,7 +32,11 @@ export interface EmailProof {
  * themselves; the magic link, whose library step does the first half, ends
  * with `completeLibraryProof`.
  */
-export async function proveEmailOwnership(db: Kysely<Database>, userId: string): Promise<EmailProof | null> {
+export async function proveEmailOwnership(
+  db: Kysely<Database>,
+  userId: string,
+  { dropPassword = false }: { dropPassword?: boolean } = {},
+): Promise<EmailProof | null> {
   return runInTransaction(db, async (trx) => {
     const user = await trx
       .selectFrom('users')
@@ -39,7 +45,7 @@ export async function proveEmailOwnership(db: Kysely<Database>, userId: string):
       .forUpdate()
       .executeTakeFirst();
     if (!user || user.email_verified) return null;
-    const proof = await removeUnprovenAccess(trx, userId);
+    const proof = await removeUnprovenAccess(trx, userId, { dropPassword });
     await trx
       .updateTable('users')
       .set({ email_verified: true, updated_at: new Date() })
@@ -59,11 +65,15 @@ export async function completeLibraryProof(db: Kysely<Database>, userId: string)
   return runInTransaction(db, (trx) => removeUnprovenAccess(trx, userId));
 }
 
-async function removeUnprovenAccess(trx: Transaction<Database>, userId: string): Promise<EmailProof> {
+async function removeUnprovenAccess(
+  trx: Transaction<Database>,
+  userId: string,
+  { dropPassword = false }: { dropPassword?: boolean } = {},
+): Promise<EmailProof> {
   const links = await trx
     .deleteFrom('accounts')
     .where('user_id', '=', userId)
-    .where('provider_id', '<>', 'credential')
+    .$if(!dropPassword, (query) => query.where('provider_id', '<>', 'credential'))
     .executeTakeFirst();
   const sessions = await trx.deleteFrom('sessions').where('user_id', '=', userId).executeTakeFirst();
   const passkeys = await trx.deleteFrom('passkeys').where('user_id', '=', userId).executeTakeFirst();
