@@ -150,7 +150,12 @@ export async function openPostgres(options: OpenOptions): Promise<DatabaseHandle
       // its own, and calls the third argument on every (re)connection.
       await runtime.sql.listen(channel, () => onNotify(), onNotify);
     },
-    // Ends the pool and the LISTEN connection alike.
-    close: () => db.destroy(),
+    // Ends the pool and the LISTEN connection alike, within 5 s: postgres.js's
+    // end() without a timeout waits for good on a connection handed back after
+    // it began (a write still running when the process is told to stop).
+    close: async () => {
+      await runtime.end();
+      await db.destroy();
+    },
   };
 }

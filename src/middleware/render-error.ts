@@ -82,5 +82,9 @@ export function renderError(error: unknown, c: Context<AppEnv>): Response {
 function renderScimError(error: unknown, c: Context<AppEnv>): Response {
   const { body, status, headers, cause } = toScimAnswer(error);
   if (status >= 500) c.get('logger')?.error('request.failed', { scimStatus: status, error: describeError(cause) });
-  return c.body(JSON.stringify(body), status as ContentfulStatusCode, { ...headers, 'Content-Type': SCIM_MEDIA_TYPE });
+  return c.body(JSON.stringify(body), status as ContentfulStatusCode, {
+    ...headers,
+    'Content-Type': SCIM_MEDIA_TYPE,
+    'Cache-Control': 'no-store',
+  });
 }
