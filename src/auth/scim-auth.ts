@@ -8,8 +8,17 @@ import { isWellFormedScimToken, scimTokenDigest, verifyScimToken } from './scim-
 
 const LAST_USED_RESOLUTION_MS = 60_000;
 
-/** The organization and token a presented `scim_…` token stands for; null for anything not a token in force. */
-export type ScimTokenResolver = (presented: string, logger?: Logger) => Promise<ScimCaller | null>;
+/**
+ * A token in force: its organization, and the person who created it
+ * (`scim_tokens.created_by`), whose power over the Owner role it carries
+ * (docs/scim.md "Tokens"), read from the token's row, never from the request.
+ */
+export interface ScimTokenCaller extends ScimCaller {
+  createdBy: string;
+}
+
+/** The token a presented `scim_…` token stands for; null for anything not a token in force. */
+export type ScimTokenResolver = (presented: string, logger?: Logger) => Promise<ScimTokenCaller | null>;
 
 /**
  * docs/scim.md "Tokens": a token is found by its digest across
@@ -20,13 +29,7 @@ export type ScimTokenResolver = (presented: string, logger?: Logger) => Promise<
  * a write left running after the answer would hold a pooled connection that
  * closing the pool then waits for without end (postgres.js `end()`).
  */
-export function createScimTokenResolver({
-  db,
-  clock,
-}: {
-  db: Kysely<Database>;
-  clock: Clock;
-}): ScimTokenResolver {
+export function createScimTokenResolver({ db, clock }: { db: Kysely<Database>; clock: Clock }): ScimTokenResolver {
   return async (presented, logger) => {
     if (!isWellFormedScimToken(presented)) return null;
     const token = await scimTokenByDigest(db, scimTokenDigest(presented));
@@ -38,6 +41,6 @@ export function createScimTokenResolver({
         logger?.warn('scim_token.last_used_failed', { tokenId: token.id, error: describeError(error) }),
       );
     }
-    return { tokenId: token.id, tenantId: token.tenant_id };
+    return { tokenId: token.id, tenantId: token.tenant_id, createdBy: token.created_by };
   };
 }

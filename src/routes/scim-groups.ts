@@ -10,7 +10,13 @@ import {
   type ScimGroupRecord,
   unknownScimUsers,
 } from '../db/queries/scim-group-reads.js';
-import { createGroup, deleteGroup, type GroupChanges, updateGroup } from '../db/queries/scim-groups.js';
+import {
+  createGroup,
+  deleteGroup,
+  type GroupActor,
+  type GroupChanges,
+  updateGroup,
+} from '../db/queries/scim-groups.js';
 import { withTenant } from '../db/tenant.js';
 import { access, guard, tenantOf } from '../middleware/guard.js';
 import { scimJson, scimNoContent, scimOf } from '../middleware/scim.js';
@@ -98,7 +104,10 @@ export interface ScimGroupRouteDeps {
 /** docs/scim.md "Groups": `/api/scim/v2/Groups`, one transaction per request. */
 export function scimGroupRoutes({ db, authUrl }: ScimGroupRouteDeps) {
   const scim = guard(access.scim());
-  const actorOf = (c: Context<AppEnv>) => ({ tenantId: tenantOf(c), scimTokenId: scimOf(c).tokenId });
+  const actorOf = (c: Context<AppEnv>): GroupActor => {
+    const { tokenId, createdBy } = scimOf(c);
+    return { tenantId: tenantOf(c), scimTokenId: tokenId, tokenCreatorId: createdBy };
+  };
   const answer = (c: Context<AppEnv>, group: ScimGroupRecord, status: 200 | 201 = 200) =>
     scimJson(c, groupResource(authUrl, group), status, {
       ETag: etagOf(group.version),

@@ -72,7 +72,10 @@ export interface ScimUserRouteDeps {
 /** docs/scim.md "Users": `/api/scim/v2/Users`, one transaction per request. */
 export function scimUserRoutes({ db, authUrl }: ScimUserRouteDeps) {
   const scim = guard(access.scim());
-  const writerOf = (c: Context<AppEnv>): ScimUserWriter => ({ tenantId: tenantOf(c), scimTokenId: scimOf(c).tokenId });
+  const writerOf = (c: Context<AppEnv>): ScimUserWriter => {
+    const { tokenId, createdBy } = scimOf(c);
+    return { tenantId: tenantOf(c), scimTokenId: tokenId, tokenCreatorId: createdBy };
+  };
   const json = async (c: Context<AppEnv>): Promise<unknown> => {
     try {
       return await c.req.json();

@@ -2,7 +2,7 @@ import type { Transaction } from 'kysely';
 import { recordAudit } from '../audit.js';
 import type { Database } from '../database.js';
 import { getGroup, membersOf, type ScimGroupRecord, type ScimGroupRow } from './scim-group-reads.js';
-import { syncMemberRole } from './scim-membership.js';
+import { type ScimTokenActor, syncMemberRole } from './scim-membership.js';
 
 /**
  * docs/scim.md "Groups": writing an organization's directory groups and who
@@ -13,7 +13,7 @@ import { syncMemberRole } from './scim-membership.js';
  */
 
 /** Who acts: the organization and its directory's token (audited as `metadata.scimTokenId`, via scim). */
-export type GroupActor = { tenantId: string; scimTokenId: string };
+export type GroupActor = ScimTokenActor;
 
 /** What a request makes of a group: PUT and PATCH both end in all of it (`members`: every member's id). */
 export interface GroupChanges {

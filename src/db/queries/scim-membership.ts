@@ -11,28 +11,58 @@ import { findDefaultRole, findRole, libraryRoleFor } from './roles.js';
  * in the request's one transaction with the tenant set. Every change is
  * audited with no actor and the token that made it (`scimTokenId`, via scim).
  * The last Owner is never removed nor demoted: OWNERSHIP_CONSTRAINT, a 409.
+ * A token gives or takes away the Owner role only while its creator is an
+ * Owner (docs/scim.md "Tokens"): FORBIDDEN, a 403. Every path goes through
+ * these three functions, so every SCIM change meets both rules.
  */
 
 type Trx = Transaction<Database>;
 
-export interface ScimUserActor {
+/** A directory's token acting, and the person who created it (`scim_tokens.created_by`, from the token's row). */
+export interface ScimTokenActor {
   tenantId: string;
-  userId: string;
-  /** The directory's token; null when a person's change recomputes roles (PUT /api/scim/group-roles). */
-  scimTokenId: string | null;
-  /** Who acts when no token does: that person. */
-  actorId?: string | null;
+  scimTokenId: string;
+  tokenCreatorId: string;
 }
 
-export interface SyncOptions extends ScimUserActor {
+/**
+ * Who changes a member: a directory's token, or a person whose mapping
+ * change recomputes roles (PUT /api/scim/group-roles, which checked what
+ * that person may grant) and who is then the audited actor.
+ */
+export type ScimUserActor = { tenantId: string; userId: string } & (
+  | { scimTokenId: string; tokenCreatorId: string; actorId?: undefined }
+  | { scimTokenId: null; actorId: string; tokenCreatorId?: undefined }
+);
+
+export type SyncOptions = ScimUserActor & {
   /** The mapping of one of the user's groups changed: recompute even if no group is mapped now. */
   mappingChanged?: boolean;
-}
+};
 
 const via = (scimTokenId: string | null) => (scimTokenId ? { scimTokenId, via: 'scim' } : {});
 
 function lastOwner(): ApiError {
   return new ApiError('OWNERSHIP_CONSTRAINT', 'The organization must keep at least one Owner');
+}
+
+/**
+ * docs/scim.md "Tokens": a token grants at most what its creator could, as an
+ * API key does, and only an Owner gives or takes away the Owner role. Called
+ * only for a change that does either, so other requests pay nothing: the
+ * creator's membership is read now, in this transaction, against `owners`
+ * (lockOwners: the Owners' rows, locked), so a creator who left or was
+ * demoted no longer counts, and their demotion cannot pass this check
+ * unseen. A person's change (no token) was checked by its route.
+ */
+async function mayMoveOwnerRole(trx: Trx, actor: ScimUserActor, owners: string[]): Promise<void> {
+  if (actor.scimTokenId === null) return;
+  const creator = await membershipOf(trx, actor.tenantId, actor.tokenCreatorId);
+  if (creator && owners.includes(creator.id)) return;
+  throw new ApiError(
+    'FORBIDDEN',
+    'This token cannot give or take away the Owner role: the person who created it is not an Owner',
+  );
 }
 
 interface RankedRole {
@@ -108,19 +138,20 @@ export async function roleFromGroups(
  * Sets a member's role to what their groups give (`roleFromGroups`),
  * audited as `member.role_changed`. Nothing for a user who is not a member
  * (deactivated), nor where no group is mapped. Refuses to demote the last
- * Owner. Returns the role id the member holds, or null when not a member.
+ * Owner, and to make or unmake an Owner with a token whose creator is not
+ * one. Returns the role id the member holds, or null when not a member.
  */
-export async function syncMemberRole(
-  trx: Trx,
-  { tenantId, userId, scimTokenId, actorId = null, mappingChanged = false }: SyncOptions,
-): Promise<string | null> {
+export async function syncMemberRole(trx: Trx, options: SyncOptions): Promise<string | null> {
+  const { tenantId, userId, scimTokenId, actorId = null, mappingChanged = false } = options;
   const owners = await lockOwners(trx, tenantId);
   const member = await membershipOf(trx, tenantId, userId);
   if (!member) return null;
   const roleId = await roleFromGroups(trx, tenantId, userId, mappingChanged);
   if (!roleId || roleId === member.role_id) return member.role_id;
   const role = (await findRole(trx, tenantId, roleId))!;
-  if (owners.includes(member.id) && role.slug !== 'owner' && owners.length <= 1) throw lastOwner();
+  const wasOwner = owners.includes(member.id);
+  if (wasOwner && role.slug !== 'owner' && owners.length <= 1) throw lastOwner();
+  if (wasOwner || role.slug === 'owner') await mayMoveOwnerRole(trx, options, owners);
   await trx
     .updateTable('members')
     .set({ role_id: role.id, role: libraryRoleFor(role.slug) })
@@ -138,8 +169,9 @@ export async function syncMemberRole(
 /**
  * Makes the user a member (`member.added`) with what their groups give
  * where groups are mapped, else `roleId` (the role held before a
- * deactivation) when it still exists, else Member. The caller has
- * checked that they are not one. Returns the member's id.
+ * deactivation) when it still exists, else Member; Owner only through a
+ * token whose creator is one. The caller has checked that they are not
+ * one. Returns the member's id.
  */
 export async function addMembership(trx: Trx, actor: ScimUserActor & { roleId?: string | null }): Promise<string> {
   const { tenantId, userId, scimTokenId } = actor;
@@ -147,6 +179,7 @@ export async function addMembership(trx: Trx, actor: ScimUserActor & { roleId?: 
   const groups = await roleFromGroups(trx, tenantId, userId);
   const mapped = groups ? await findRole(trx, tenantId, groups) : undefined;
   const role = mapped ?? previous ?? (await findDefaultRole(trx, tenantId, 'member'));
+  if (role.slug === 'owner') await mayMoveOwnerRole(trx, actor, await lockOwners(trx, tenantId));
   return addMember(trx, { tenantId, userId, role, actorId: null, via: via(scimTokenId) });
 }
 
@@ -155,17 +188,20 @@ export async function addMembership(trx: Trx, actor: ScimUserActor & { roleId?: 
  * (docs/api.md "Members and ownership"): the row goes (every session of the
  * user loses the organization at its next request: session_state finds no
  * membership), `member.removed` is audited and sent, and the API keys the
- * user created there are revoked. Refused for the last Owner. Returns the
+ * user created there are revoked. Refused for the last Owner, and for any
+ * Owner through a token whose creator is not one. Returns the
  * role the member held (null: was not a member).
  */
 export async function removeMembership(
   trx: Trx,
-  { tenantId, userId, scimTokenId, reason }: ScimUserActor & { reason: 'scim_deactivated' | 'scim_deleted' },
+  actor: ScimUserActor & { reason: 'scim_deactivated' | 'scim_deleted' },
 ): Promise<{ roleId: string | null } | null> {
+  const { tenantId, userId, scimTokenId, reason } = actor;
   const owners = await lockOwners(trx, tenantId);
   const member = await membershipOf(trx, tenantId, userId);
   if (!member) return null;
   if (owners.includes(member.id) && owners.length <= 1) throw lastOwner();
+  if (owners.includes(member.id)) await mayMoveOwnerRole(trx, actor, owners);
   await trx.deleteFrom('members').where('id', '=', member.id).execute();
   await recordAudit(trx, {
     action: 'member.removed',

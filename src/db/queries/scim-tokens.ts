@@ -83,10 +83,12 @@ export function revokeScimToken(
   });
 }
 
-/** What authenticating with a token needs: its organization, state and salted hash. */
+/** What authenticating with a token needs: its organization, creator, state and salted hash. */
 export interface PresentedScimTokenRow {
   id: string;
   tenant_id: string;
+  /** Its power to give or take away the Owner role is theirs (docs/scim.md "Tokens"). */
+  created_by: string;
   token_hash: string;
   token_salt: string;
   revoked_at: Date | null;
@@ -99,7 +101,7 @@ export async function scimTokenByDigest(
   digest: string,
 ): Promise<PresentedScimTokenRow | undefined> {
   const { rows } = await sql<PresentedScimTokenRow>`
-    select id, tenant_id, token_hash, token_salt, revoked_at, last_used_at
+    select id, tenant_id, created_by, token_hash, token_salt, revoked_at, last_used_at
     from scim_token_by_digest(${digest})`.execute(db);
   return rows[0];
 }

@@ -3,7 +3,7 @@ import { ApiError } from '../../shared/errors.js';
 import { recordAudit } from '../audit.js';
 import type { Database } from '../database.js';
 import { memberElsewhere, membershipOf } from './members.js';
-import { addMembership, removeMembership, type ScimUserActor } from './scim-membership.js';
+import { addMembership, removeMembership, type ScimTokenActor } from './scim-membership.js';
 import { baseQuery, type StoredScimUser } from './scim-user-reads.js';
 
 /**
@@ -15,8 +15,8 @@ import { baseQuery, type StoredScimUser } from './scim-user-reads.js';
 
 type Trx = Transaction<Database>;
 
-/** The organization and the directory token that writes. */
-export type ScimUserWriter = Omit<ScimUserActor, 'userId'>;
+/** The organization, the directory token that writes and the token's creator. */
+export type ScimUserWriter = ScimTokenActor;
 
 /** A POST or PUT body as the route has read it: the address canonical, the name settled. */
 export type ScimUserFields = Pick<StoredScimUser, 'email' | 'name' | 'externalId' | 'active'>;
