@@ -240,3 +240,55 @@ describe("SCIM tokens act with at most their creator's power over the Owner role
     expect((await asAdmin(`/Users/${person}`, { method: 'DELETE' })).status).toBe(204);
   });
 });
+
+describe('SCIM tokens and an Owner made by hand, where no group is mapped', () => {
+  let t: TestApp;
+  let org: TestOrganization;
+  let asOwner: Scim;
+  let asAdmin: Scim;
+
+  beforeAll(async () => {
+    t = await createTestApp();
+    org = await createOrganization(t, await signedInUser(t));
+    asOwner = scimClient(t, (await mintToken(t, org)).token);
+    const admin = await newMember(t, org, 'admin');
+    const res = await call(t, '/api/scim/tokens', { body: { name: 'directory' }, jar: admin.jar });
+    asAdmin = scimClient(t, (await expectStatus<{ token: string }>(res, 201)).token);
+  });
+  afterAll(async () => {
+    await t?.close();
+  });
+
+  const roleOf = async (userId: string) => (await listMembers(t, org.owner)).find((m) => m.userId === userId)?.roleSlug;
+  const setActive = (scim: Scim, id: string, value: boolean) =>
+    scim(`/Users/${id}`, {
+      method: 'PATCH',
+      body: { schemas: [PATCH], Operations: [{ op: 'replace', path: 'active', value }] },
+    });
+
+  it('an Admin neither deactivates such an Owner nor brings one back as Owner; an Owner does both', async () => {
+    const created = await asOwner('/Users', { body: { schemas: [USER], userName: uniqueEmail('scim') } });
+    const id = (await expectScim(created, 201)).id as string;
+    const memberId = (await listMembers(t, org.owner)).find((m) => m.userId === id)!.id;
+    const roleId = (await roleBySlug(t, org.owner, 'owner')).id;
+    const promote = await call(t, `/api/roles/members/${memberId}/role`, {
+      method: 'PATCH',
+      body: { roleId },
+      jar: org.owner.jar,
+    });
+    await expectStatus(promote, 200);
+    const audit = (await auditRows(t, org.id)).length;
+    expect((await expectScim(await setActive(asAdmin, id, false), 403, undefined)).detail).toBe(DETAIL);
+    expect(await roleOf(id)).toBe('owner');
+    await expectScim(await setActive(asOwner, id, false), 200);
+    expect(await roleOf(id)).toBeUndefined();
+    // Brought back, the User takes the role held before: Owner, which an Admin's token cannot give.
+    expect((await expectScim(await setActive(asAdmin, id, true), 403, undefined)).detail).toBe(DETAIL);
+    expect(await roleOf(id)).toBeUndefined();
+    expect((await expectScim(await asOwner(`/Users/${id}`), 200)).active).toBe(false);
+    await expectScim(await setActive(asOwner, id, true), 200);
+    expect(await roleOf(id)).toBe('owner');
+    const actions = (await auditRows(t, org.id)).slice(audit).map((row) => row.action);
+    expect(actions.filter((action) => action.startsWith('member.'))).toEqual(['member.removed', 'member.added']);
+  });
+});
