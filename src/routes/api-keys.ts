@@ -5,11 +5,10 @@ import { generateKey, KEY_PREFIX } from '../auth/api-key-material.js';
 import type { NoticeOrigin, SecurityEvent } from '../auth/security-notices.js';
 import type { Database } from '../db/database.js';
 import { insertKey, listKeys, revokeKey } from '../db/queries/api-keys.js';
-import { knownPermissions } from '../db/queries/roles.js';
 import { access, sessionOf, tenantOf } from '../middleware/guard.js';
 import { createRouter, defineRoute, jsonContent } from '../router.js';
 import { ApiError } from '../shared/errors.js';
-import { PERMISSION_COUNT } from '../shared/permissions.js';
+import { isPermission, PERMISSION_COUNT } from '../shared/permissions.js';
 import { displayName, NAME_MAX } from '../shared/text.js';
 import type { Clock } from '../shared/types.js';
 import { IdParams, isoOrNull, PermissionString, uniqueArray } from './schemas.js';
@@ -145,8 +144,7 @@ export function apiKeyRoutes({
           details: [{ path: 'expiresAt', message: 'must be in the future' }],
         });
       }
-      const known = await knownPermissions(db);
-      const unknown = scopes.filter((scope) => !known.has(scope));
+      const unknown = scopes.filter((scope) => !isPermission(scope));
       if (unknown.length > 0) {
         throw new ApiError('VALIDATION_ERROR', 'Request validation failed', {
           details: unknown.map((scope) => ({ path: 'scopes', message: `unknown permission ${scope}` })),

@@ -3,10 +3,11 @@ import type { Kysely } from 'kysely';
 import { assertGrantable } from '../auth/access.js';
 import type { Database } from '../db/database.js';
 import { createRole, deleteRole, updateRole } from '../db/queries/role-changes.js';
-import { knownPermissions, listRoles, slugify } from '../db/queries/roles.js';
+import { listRoles, slugify } from '../db/queries/roles.js';
 import { access, sessionOf, tenantOf } from '../middleware/guard.js';
 import { createRouter, defineRoute, jsonContent } from '../router.js';
 import { ApiError } from '../shared/errors.js';
+import { isPermission } from '../shared/permissions.js';
 import { displayName, NAME_MAX } from '../shared/text.js';
 import type { EnrichedSession } from '../shared/types.js';
 import { IdParams, PermissionList, RoleSchema, toRoleRecord, updateBody } from './schemas.js';
@@ -69,13 +70,8 @@ const deleteRoleRoute = defineRoute({
 });
 
 /** Permission strings must exist, and nobody grants through a role what they do not hold (superadmins excepted). */
-async function checkGrantable(
-  db: Kysely<Database>,
-  session: EnrichedSession,
-  permissions: readonly string[],
-): Promise<void> {
-  const known = await knownPermissions(db);
-  const unknown = permissions.filter((permission) => !known.has(permission));
+function checkGrantable(session: EnrichedSession, permissions: readonly string[]): void {
+  const unknown = permissions.filter((permission) => !isPermission(permission));
   if (unknown.length > 0) {
     throw new ApiError('VALIDATION_ERROR', 'Unknown permissions', {
       details: unknown.map((p) => ({ path: 'permissions', message: `unknown permission ${p}` })),
@@ -105,7 +101,7 @@ export function roleRoutes({ db }: { db: Kysely<Database> }) {
       const session = sessionOf(c);
       const tenantId = tenantOf(c);
       const { name, description, permissions } = c.req.valid('json');
-      await checkGrantable(db, session, permissions);
+      checkGrantable(session, permissions);
       const slug = slugOf(name);
       const role = await createRole(db, {
         tenantId,
@@ -122,7 +118,7 @@ export function roleRoutes({ db }: { db: Kysely<Database> }) {
       const tenantId = tenantOf(c);
       const { id } = c.req.valid('param');
       const changes = c.req.valid('json');
-      if (changes.permissions) await checkGrantable(db, session, changes.permissions);
+      if (changes.permissions) checkGrantable(session, changes.permissions);
       const slug = changes.name === undefined ? undefined : slugOf(changes.name);
       const role = await updateRole(db, {
         tenantId,

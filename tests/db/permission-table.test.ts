@@ -7,6 +7,7 @@ import {
   PLATFORM_ROLES,
   RESOURCE_ACTIONS,
 } from '../../src/shared/permissions.js';
+import { permissionListOf } from '../../src/db/queries/roles.js';
 import { openTestDatabase, type TestDatabase } from '../support/database.js';
 
 /**
@@ -36,6 +37,13 @@ describe('permission table versus migrations', () => {
     const rows = await database.db.selectFrom('permissions').select(['resource', 'action']).execute();
     expect(rows.map((row) => `${row.resource}:${row.action}`).sort()).toEqual([...ALL_PERMISSIONS].sort());
     expect(rows).toHaveLength(PERMISSION_COUNT);
+  });
+
+  it('orders permission lists as the code does (a created role is answered without reading it back)', async () => {
+    const { rows } = await sql<{ list: string[] }>`
+      select array_agg(resource || ':' || action order by resource || ':' || action) as list from permissions
+    `.execute(database.db);
+    expect(rows[0]!.list).toEqual(permissionListOf([...ALL_PERMISSIONS].reverse()));
   });
 
   it('checks the same resources and actions as the table', async () => {

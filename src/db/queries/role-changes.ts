@@ -3,7 +3,13 @@ import { ApiError } from '../../shared/errors.js';
 import { recordAudit } from '../audit.js';
 import type { Database } from '../database.js';
 import { withTenant } from '../tenant.js';
-import { findDefaultRole, findRole, type RoleWithPermissions, setRolePermissions } from './roles.js';
+import {
+  addRolePermissions,
+  findRole,
+  permissionListOf,
+  type RoleWithPermissions,
+  setRolePermissions,
+} from './roles.js';
 
 /** Custom roles created, changed and deleted, each with its audit entry in the same transaction. */
 
@@ -47,18 +53,18 @@ export function createRole(
 ): Promise<RoleWithPermissions> {
   return uniqueSlug(slug, () =>
     withTenant(db, tenantId, async (trx) => {
-      const { id } = await trx
+      const row = await trx
         .insertInto('roles')
         .values({ tenant_id: tenantId, name, slug, description })
-        .returning('id')
+        .returningAll()
         .executeTakeFirstOrThrow();
-      await setRolePermissions(trx, id, permissions);
-      const created = (await findRole(trx, tenantId, id))!;
+      await addRolePermissions(trx, row.id, permissions);
+      const created = { ...row, permissions: permissionListOf(permissions) };
       await recordAudit(trx, {
         action: 'role.created',
         actorId,
         organizationId: tenantId,
-        metadata: { roleId: id, name, slug, permissions: created.permissions },
+        metadata: { roleId: row.id, name, slug, permissions: created.permissions },
       });
       return created;
     }),
@@ -135,10 +141,17 @@ export function deleteRole(
     const role = await lockRole(trx, tenantId, id);
     if (!role) throw new ApiError('NOT_FOUND', 'Role not found');
     if (role.is_default) throw new ApiError('DEFAULT_ROLE', 'Default roles cannot be deleted');
-    const viewer = await findDefaultRole(trx, tenantId, 'viewer');
     const moved = await trx
       .updateTable('members')
-      .set({ role_id: viewer.id, role: 'member' })
+      .set((eb) => ({
+        role_id: eb
+          .selectFrom('roles')
+          .select('id')
+          .where('tenant_id', '=', tenantId)
+          .where('slug', '=', 'viewer')
+          .where('is_default', '=', true),
+        role: 'member',
+      }))
       .where('organization_id', '=', tenantId)
       .where('role_id', '=', id)
       .executeTakeFirst();

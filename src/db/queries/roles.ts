@@ -68,13 +68,12 @@ export async function findDefaultRole(db: Db, tenantId: string, slug: DefaultRol
     .executeTakeFirstOrThrow();
 }
 
-/** Replaces a role's permission set. The strings must exist (callers validate first). */
-export async function setRolePermissions(
+/** Gives a role that has none yet these permissions. The strings must exist (callers validate first). */
+export async function addRolePermissions(
   trx: Transaction<Database>,
   roleId: string,
   permissions: readonly string[],
 ): Promise<void> {
-  await trx.deleteFrom('role_permissions').where('role_id', '=', roleId).execute();
   if (permissions.length === 0) return;
   await trx
     .insertInto('role_permissions')
@@ -88,10 +87,23 @@ export async function setRolePermissions(
     .execute();
 }
 
-/** The permission strings that exist (seeded by migration 0002). */
-export async function knownPermissions(db: Db): Promise<Set<string>> {
-  const rows = await db.selectFrom('permissions').select(sql<string>`resource || ':' || action`.as('name')).execute();
-  return new Set(rows.map((row) => row.name));
+/** Replaces a role's permission set. The strings must exist (callers validate first). */
+export async function setRolePermissions(
+  trx: Transaction<Database>,
+  roleId: string,
+  permissions: readonly string[],
+): Promise<void> {
+  await trx.deleteFrom('role_permissions').where('role_id', '=', roleId).execute();
+  await addRolePermissions(trx, roleId, permissions);
+}
+
+/**
+ * A role's permission list as the database lists it (`permissionList`):
+ * each once, in order. The catalog's strings differ at a letter before any
+ * punctuation, so every collation orders them as JavaScript does.
+ */
+export function permissionListOf(permissions: readonly string[]): string[] {
+  return [...new Set(permissions)].sort();
 }
 
 /** docs/api.md "Organizations": the four default roles of a new organization; returns their ids by slug. Needs the tenant set on `trx`. */
@@ -112,7 +124,7 @@ export async function seedDefaultRoles(
       })
       .returning('id')
       .executeTakeFirstOrThrow();
-    await setRolePermissions(trx, id, role.permissions);
+    await addRolePermissions(trx, id, role.permissions);
     ids[role.slug] = id;
   }
   return ids;
