@@ -249,6 +249,32 @@ describe('SCIM group roles', () => {
     ]);
   });
 
+  it('an Admin takes the Owner role from no one: a mapping that would demote an Owner is refused', async () => {
+    // bob is an Owner by hand, in Support; a mapping of Support to Admin would make him Admin.
+    await t.database.withOwner((owner) =>
+      owner
+        .updateTable('members')
+        .set({ role_id: roles.owner.id, role: 'owner' })
+        .where('id', '=', bob.memberId)
+        .execute(),
+    );
+    const audit = (await auditRows(t, org.id)).length;
+    const refused = await expectError(
+      await put([{ groupId: groups.support, roleId: roles.admin.id }], admin),
+      403,
+      'INSUFFICIENT_PERMISSIONS',
+    );
+    expect(refused.details?.[0]?.message).toBe('only an Owner gives or takes away the Owner role');
+    expect(await expectStatus<Mapping[]>(await get(), 200)).toEqual([]);
+    expect(await slugs()).toMatchObject({ owner: 'owner', bob: 'owner', carol: 'member' });
+    expect((await auditRows(t, org.id)).length).toBe(audit);
+    // What touches no Owner an Admin still maps; the Owner makes the change that demotes.
+    await expectStatus(await put([{ groupId: groups.engineering, roleId: roles.admin.id }], admin), 200);
+    expect(await slugs()).toMatchObject({ alice: 'admin', bob: 'owner', carol: 'admin' });
+    await expectStatus(await put([{ groupId: groups.support, roleId: roles.admin.id }]), 200);
+    expect(await slugs()).toMatchObject({ alice: 'member', bob: 'admin', carol: 'admin' });
+  });
+
   it('members read the mapping (roles:read) but cannot change it; API keys never change it', async () => {
     expect(await expectStatus<Mapping[]>(await get(alice), 200)).toEqual([]);
     await expectError(await put([], alice), 403, 'INSUFFICIENT_PERMISSIONS');

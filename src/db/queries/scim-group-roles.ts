@@ -124,13 +124,15 @@ export function replaceGroupRoles(
       .where('group_id', 'in', changedGroups)
       .orderBy('user_id')
       .execute();
-    // No token acts here: the person who changed the mapping does.
+    // No token acts here: the person who changed the mapping does, and demotes no Owner unless one.
+    const actorIsOwner = caller.isOwner || bypassesPermissions(caller);
     for (const { user_id } of affected)
       await syncMemberRole(trx, {
         tenantId,
         userId: user_id,
         scimTokenId: null,
         actorId: caller.user.id,
+        actorIsOwner,
         mappingChanged: true,
       });
     await recordAudit(trx, {

@@ -27,12 +27,13 @@ export interface ScimTokenActor {
 
 /**
  * Who changes a member: a directory's token, or a person whose mapping
- * change recomputes roles (PUT /api/scim/group-roles, which checked what
- * that person may grant) and who is then the audited actor.
+ * change recomputes roles (PUT /api/scim/group-roles, which checked the
+ * roles they map) and who is then the audited actor; `actorIsOwner`: they
+ * may give or take away the Owner role (an Owner, as the route found them).
  */
 export type ScimUserActor = { tenantId: string; userId: string } & (
-  | { scimTokenId: string; tokenCreatorId: string; actorId?: undefined }
-  | { scimTokenId: null; actorId: string; tokenCreatorId?: undefined }
+  | { scimTokenId: string; tokenCreatorId: string; actorId?: undefined; actorIsOwner?: undefined }
+  | { scimTokenId: null; actorId: string; actorIsOwner: boolean; tokenCreatorId?: undefined }
 );
 
 export type SyncOptions = ScimUserActor & {
@@ -47,16 +48,22 @@ function lastOwner(): ApiError {
 }
 
 /**
- * docs/scim.md "Tokens": a token grants at most what its creator could, as an
- * API key does, and only an Owner gives or takes away the Owner role. Called
- * only for a change that does either, so other requests pay nothing: the
- * creator's membership is read now, in this transaction, against `owners`
- * (lockOwners: the Owners' rows, locked), so a creator who left or was
- * demoted no longer counts, and their demotion cannot pass this check
- * unseen. A person's change (no token) was checked by its route.
+ * docs/scim.md "Tokens": only an Owner gives or takes away the Owner role,
+ * and a token grants at most what its creator could, as an API key does.
+ * Called only for a change that does either, so other requests pay nothing:
+ * the creator's membership is read now, in this transaction, against
+ * `owners` (lockOwners: the Owners' rows, locked), so a creator who left or
+ * was demoted no longer counts, and their demotion cannot pass this check
+ * unseen. A person's mapping change may not demote an Owner either
+ * (docs/scim.md "Roles"): an Admin's mapping of a group an Owner is in.
  */
 async function mayMoveOwnerRole(trx: Trx, actor: ScimUserActor, owners: string[]): Promise<void> {
-  if (actor.scimTokenId === null) return;
+  if (actor.scimTokenId === null) {
+    if (actor.actorIsOwner) return;
+    throw new ApiError('INSUFFICIENT_PERMISSIONS', 'Insufficient permissions', {
+      details: [{ path: '', message: 'only an Owner gives or takes away the Owner role' }],
+    });
+  }
   const creator = await membershipOf(trx, actor.tenantId, actor.tokenCreatorId);
   if (creator && owners.includes(creator.id)) return;
   throw new ApiError(
