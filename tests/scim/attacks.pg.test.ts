@@ -14,9 +14,10 @@ import { expectScim, mintToken, PATCH, type Scim, scimClient, USER } from './use
 
 /**
  * docs/scim.md, from a directory that tries what it should not: accounts it
- * may not take in (a platform role, scheduled for deletion, an address
- * nobody has proven), ids and filter values the database cannot hold (each a
- * SCIM 4xx, never a 500), and case folding beyond ASCII in filters.
+ * may not take in (a platform role, scheduled for deletion), an address
+ * nobody has proven (linked only as its proof), ids and filter values the
+ * database cannot hold (each a SCIM 4xx, never a 500), and case folding
+ * beyond ASCII in filters.
  */
 const GROUP = 'urn:ietf:params:scim:schemas:core:2.0:Group';
 
@@ -60,19 +61,24 @@ describe('SCIM against a directory that overreaches', () => {
     }
   });
 
-  it('never links an account whose address nobody has proven (its password would reach the organization)', async () => {
+  it('links an account whose address nobody has proven only as its proof: the password set before it goes', async () => {
     const email = uniqueEmail('squatter');
     const signUp = await call(t, '/api/auth/sign-up/email', { body: { email, password: PASSWORD, name: 'Squatter' } });
     expect(signUp.status).toBe(200);
     const { id } = await t.database.withOwner((owner) =>
       owner.selectFrom('users').select('id').where('email', '=', email).executeTakeFirstOrThrow(),
     );
-    await refused(await scim('/Users', { body: { schemas: [USER], userName: email } }));
-    expect(await scimRow(id)).toBeUndefined();
-    expect(await isMember(id)).toBe(false);
-    // Once the address is proven, the directory's next push links it.
-    await setAccount(id, { email_verified: true });
     expect((await expectScim(await scim('/Users', { body: { schemas: [USER], userName: email } }), 201)).id).toBe(id);
+    expect(await isMember(id)).toBe(true);
+    const account = await t.database.withOwner(async (owner) => ({
+      user: await owner.selectFrom('users').select('email_verified').where('id', '=', id).executeTakeFirstOrThrow(),
+      credentials: await owner.selectFrom('accounts').select('provider_id').where('user_id', '=', id).execute(),
+    }));
+    // Vouched for by the directory, as the accounts it creates; with the squatter's password kept,
+    // its holder would now sign in to a verified account inside the organization.
+    expect(account).toEqual({ user: { email_verified: true }, credentials: [] });
+    const attempt = await call(t, '/api/auth/sign-in/email', { body: { email, password: PASSWORD } });
+    expect(attempt.status).toBe(401);
   });
 
   it('does not bring back, nor rename, a User whose account has since taken a platform role', async () => {

@@ -117,7 +117,7 @@ describe('SCIM door', () => {
 
   it('404, 405, 413 and 415 under /api/scim/v2 are SCIM errors', async () => {
     const headers = bearer(token);
-    // What the door answers is never cached (the 413 and a body that is no JSON are answered before it).
+    // Nothing under the prefix is cached: neither what the door answers nor the 413 and the body that is no JSON, refused before it.
     const missing = await call(t, '/api/scim/v2/Nope', { headers });
     await expectScimError(missing, 404);
     expect(missing.headers.get('cache-control')).toBe('no-store');
@@ -132,6 +132,7 @@ describe('SCIM door', () => {
       body: 'x'.repeat(2 * 1024 * 1024),
     });
     await expectScimError(big, 413);
+    expect(big.headers.get('cache-control')).toBe('no-store');
     const plain = await t.app.request('/api/scim/v2/Users', {
       method: 'POST',
       headers: { ...headers, 'content-type': 'text/plain' },
@@ -145,6 +146,7 @@ describe('SCIM door', () => {
       body: '{"userName":',
     });
     await expectScimError(malformed, 400, 'invalidSyntax');
+    expect(malformed.headers.get('cache-control')).toBe('no-store');
     // Outside the prefix the service's own shape stays.
     await expectError(await call(t, '/api/scim/nope', { headers }), 404, 'NOT_FOUND');
   });

@@ -2,6 +2,7 @@ import { sql, type Transaction } from 'kysely';
 import { ApiError } from '../../shared/errors.js';
 import { recordAudit } from '../audit.js';
 import type { Database } from '../database.js';
+import { proveEmailOwnership } from './email-proof.js';
 import { memberElsewhere, membershipOf } from './members.js';
 import { addMembership, removeMembership, type ScimTokenActor } from './scim-membership.js';
 import { baseQuery, type StoredScimUser } from './scim-user-reads.js';
@@ -31,11 +32,9 @@ export class ScimUserConflict extends Error {
 /**
  * docs/scim.md "Users": what single sign-on refuses, a directory may not
  * take in (link, reactivate, rename) either: an account with a platform role
- * or scheduled for deletion; nor one whose address nobody has proven (a
- * password set before the proof would reach the organization).
+ * or scheduled for deletion.
  */
-const provisionable = (user: { role: string; deleted_at: Date | null; email_verified: boolean }) =>
-  user.role === 'user' && !user.deleted_at && user.email_verified;
+const provisionable = (user: { role: string; deleted_at: Date | null }) => user.role === 'user' && !user.deleted_at;
 
 const notFound = () => new ApiError('NOT_FOUND', 'User not found');
 
@@ -59,6 +58,10 @@ export async function createScimUser(trx: Trx, writer: ScimUserWriter, fields: S
     if ((await membershipOf(trx, tenantId, existing.id)) || (await resource.executeTakeFirst()))
       throw new ScimUserConflict('uniqueness');
     if (!provisionable(existing)) throw new ScimUserConflict('unprovisionable');
+    // An address nobody proved is vouched for by the directory, as the
+    // accounts it creates are; whatever was attached to it before (a
+    // squatter's password above all) goes, as when single sign-on proves it.
+    if (!existing.email_verified) await proveEmailOwnership(trx, existing.id, { dropPassword: true });
   }
   const userId =
     existing?.id ??
