@@ -1,5 +1,6 @@
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { permissionListOf } from '../../src/db/queries/roles.js';
 import {
   ALL_PERMISSIONS,
   PERMISSION_COUNT,
@@ -7,7 +8,6 @@ import {
   PLATFORM_ROLES,
   RESOURCE_ACTIONS,
 } from '../../src/shared/permissions.js';
-import { permissionListOf } from '../../src/db/queries/roles.js';
 import { openTestDatabase, type TestDatabase } from '../support/database.js';
 
 /**
