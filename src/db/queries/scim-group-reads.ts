@@ -32,6 +32,22 @@ export async function membersOf(trx: Transaction<Database>, tenantId: string, gr
  * in all. With `members`, `groups` is null when the page's groups hold more
  * than `maxMembers` members between them (the answer would be too large to build).
  */
+/** How many group memberships the page's groups (`group_id`) or Users (`user_id`) hold: counted before any is read. */
+export async function membershipCount(
+  trx: Transaction<Database>,
+  tenantId: string,
+  column: 'group_id' | 'user_id',
+  ids: string[],
+): Promise<number> {
+  const { held } = await trx
+    .selectFrom('scim_group_members')
+    .select((eb) => eb.fn.countAll<string>().as('held'))
+    .where('tenant_id', '=', tenantId)
+    .where(column, 'in', ids)
+    .executeTakeFirstOrThrow();
+  return Number(held);
+}
+
 export async function listGroups(
   trx: Transaction<Database>,
   tenantId: string,
@@ -53,17 +69,13 @@ export async function listGroups(
     limit === 0 ? [] : await base.selectAll().orderBy('created_at').orderBy('id').offset(offset).limit(limit).execute();
   if (!members) return { total: Number(total), groups: rows };
   if (rows.length > 0) {
-    const { held } = await trx
-      .selectFrom('scim_group_members')
-      .select((eb) => eb.fn.countAll<string>().as('held'))
-      .where('tenant_id', '=', tenantId)
-      .where(
-        'group_id',
-        'in',
-        rows.map((row) => row.id),
-      )
-      .executeTakeFirstOrThrow();
-    if (Number(held) > maxMembers) return { total: Number(total), groups: null };
+    const held = await membershipCount(
+      trx,
+      tenantId,
+      'group_id',
+      rows.map((row) => row.id),
+    );
+    if (held > maxMembers) return { total: Number(total), groups: null };
   }
   const byGroup = await membersOf(
     trx,

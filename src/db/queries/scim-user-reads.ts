@@ -1,5 +1,6 @@
 import type { Expression, SqlBool, Transaction } from 'kysely';
 import type { Database } from '../database.js';
+import { membershipCount } from './scim-group-reads.js';
 
 /**
  * docs/scim.md "Users": reading the organization's SCIM Users (scim_users
@@ -112,17 +113,13 @@ export async function listScimUsers(
           .execute();
   if (rows.length > 0) {
     // The page's group memberships, counted before they are read: null past `maxGroups`.
-    const { held } = await trx
-      .selectFrom('scim_group_members')
-      .select((eb) => eb.fn.countAll<string>().as('held'))
-      .where('tenant_id', '=', tenantId)
-      .where(
-        'user_id',
-        'in',
-        rows.map((row) => row.user_id),
-      )
-      .executeTakeFirstOrThrow();
-    if (Number(held) > maxGroups) return { total: Number(total), users: null };
+    const held = await membershipCount(
+      trx,
+      tenantId,
+      'user_id',
+      rows.map((row) => row.user_id),
+    );
+    if (held > maxGroups) return { total: Number(total), users: null };
   }
   return { total: Number(total), users: await withGroups(trx, tenantId, rows) };
 }
