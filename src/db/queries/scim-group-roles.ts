@@ -6,7 +6,7 @@ import { recordAudit } from '../audit.js';
 import type { Database } from '../database.js';
 import { withTenant } from '../tenant.js';
 import { listRoles } from './roles.js';
-import { syncMemberRole } from './scim-membership.js';
+import { syncMemberRoles } from './scim-membership.js';
 
 /** docs/scim.md "Roles": which role each directory group gives its members. */
 export interface GroupRoleMapping {
@@ -126,15 +126,14 @@ export function replaceGroupRoles(
       .execute();
     // No token acts here: the person who changed the mapping does, and demotes no Owner unless one.
     const actorIsOwner = caller.isOwner || bypassesPermissions(caller);
-    for (const { user_id } of affected)
-      await syncMemberRole(trx, {
-        tenantId,
-        userId: user_id,
-        scimTokenId: null,
-        actorId: caller.user.id,
-        actorIsOwner,
-        mappingChanged: true,
-      });
+    await syncMemberRoles(trx, {
+      tenantId,
+      userIds: affected.map((row) => row.user_id),
+      scimTokenId: null,
+      actorId: caller.user.id,
+      actorIsOwner,
+      mappingChanged: true,
+    });
     await recordAudit(trx, {
       action: 'scim.group_roles_updated',
       actorId: caller.user.id,

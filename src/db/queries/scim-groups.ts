@@ -2,7 +2,7 @@ import type { Transaction } from 'kysely';
 import { recordAudit } from '../audit.js';
 import type { Database } from '../database.js';
 import { getGroup, membersOf, type ScimGroupRecord, type ScimGroupRow } from './scim-group-reads.js';
-import { type ScimTokenActor, syncMemberRole } from './scim-membership.js';
+import { type ScimTokenActor, syncMemberRoles } from './scim-membership.js';
 
 /**
  * docs/scim.md "Groups": writing an organization's directory groups and who
@@ -46,7 +46,7 @@ async function setMembers(trx: Transaction<Database>, tenantId: string, groupId:
 /** Membership in a group that maps to a role decides roles (docs/scim.md "Roles"); in another, none. */
 async function syncRoles(trx: Transaction<Database>, actor: GroupActor, groupId: string, userIds: string[]) {
   if (userIds.length === 0 || !(await mapsToRole(trx, actor.tenantId, groupId))) return;
-  for (const userId of [...userIds].sort()) await syncMemberRole(trx, { ...actor, userId });
+  await syncMemberRoles(trx, { ...actor, userIds });
 }
 
 function mapsToRole(trx: Transaction<Database>, tenantId: string, groupId: string) {
@@ -134,7 +134,7 @@ export async function deleteGroup(trx: Transaction<Database>, actor: GroupActor,
   const mapped = await mapsToRole(trx, actor.tenantId, id);
   await trx.deleteFrom('scim_groups').where('tenant_id', '=', actor.tenantId).where('id', '=', id).execute();
   // The mapping went with the group: its members' roles come from their other groups now.
-  if (mapped) for (const { value } of members) await syncMemberRole(trx, { ...actor, userId: value });
+  if (mapped) await syncMemberRoles(trx, { ...actor, userIds: members.map(({ value }) => value) });
   await recordAudit(trx, {
     action: 'scim.group_deleted',
     actorId: null,

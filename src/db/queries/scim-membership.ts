@@ -5,6 +5,7 @@ import type { Database } from '../database.js';
 import { revokeKeys } from './api-keys.js';
 import { addMember, lockOwners, membershipOf } from './members.js';
 import { findDefaultRole, findRole, libraryRoleFor } from './roles.js';
+import { groupRoles, mapsGroups } from './scim-group-ranks.js';
 
 /**
  * What a directory's SCIM requests do to memberships (docs/scim.md "Roles"),
@@ -31,13 +32,16 @@ export interface ScimTokenActor {
  * roles they map) and who is then the audited actor; `actorIsOwner`: they
  * may give or take away the Owner role (an Owner, as the route found them).
  */
-export type ScimUserActor = { tenantId: string; userId: string } & (
+type Acting = { tenantId: string } & (
   | { scimTokenId: string; tokenCreatorId: string; actorId?: undefined; actorIsOwner?: undefined }
   | { scimTokenId: null; actorId: string; actorIsOwner: boolean; tokenCreatorId?: undefined }
 );
 
-export type SyncOptions = ScimUserActor & {
-  /** The mapping of one of the user's groups changed: recompute even if no group is mapped now. */
+export type ScimUserActor = Acting & { userId: string };
+
+export type SyncOptions = Acting & {
+  userIds: readonly string[];
+  /** The mapping of one of the users' groups changed: recompute even if no group is mapped now. */
   mappingChanged?: boolean;
 };
 
@@ -57,7 +61,7 @@ function lastOwner(): ApiError {
  * unseen. A person's mapping change may not demote an Owner either
  * (docs/scim.md "Roles"): an Admin's mapping of a group an Owner is in.
  */
-async function mayMoveOwnerRole(trx: Trx, actor: ScimUserActor, owners: string[]): Promise<void> {
+async function mayMoveOwnerRole(trx: Trx, actor: Acting, owners: string[]): Promise<void> {
   if (actor.scimTokenId === null) {
     if (actor.actorIsOwner) return;
     throw new ApiError('INSUFFICIENT_PERMISSIONS', 'Insufficient permissions', {
@@ -72,105 +76,67 @@ async function mayMoveOwnerRole(trx: Trx, actor: ScimUserActor, owners: string[]
   );
 }
 
-interface RankedRole {
-  id: string;
-  slug: string;
-  is_default: boolean;
-  permission_count: number;
-}
-
-const DEFAULT_RANK: Record<string, number> = { owner: 4, admin: 3, member: 2, viewer: 1 };
-
-/** Owner > Admin > Member > Viewer; otherwise more permissions, then a default role, then the older id. */
-function outranks(a: RankedRole, b: RankedRole): boolean {
-  const rank = (role: RankedRole) => (role.is_default ? (DEFAULT_RANK[role.slug] ?? 0) : 0);
-  if (rank(a) === 4 || rank(b) === 4) return rank(a) > rank(b);
-  if (rank(a) && rank(b)) return rank(a) > rank(b);
-  if (a.permission_count !== b.permission_count) return a.permission_count > b.permission_count;
-  if (rank(a) !== rank(b)) return rank(a) > rank(b);
-  return a.id < b.id;
-}
-
-/** Whether the organization maps any group to a role: without mappings, groups leave roles alone. */
-async function mapsGroups(trx: Trx, tenantId: string): Promise<boolean> {
-  const row = await trx.selectFrom('scim_group_roles').select('group_id').where('tenant_id', '=', tenantId).limit(1);
-  return (await row.executeTakeFirst()) !== undefined;
-}
-
-/** The highest role mapped to one of the user's groups, if any. */
-async function groupRole(trx: Trx, tenantId: string, userId: string): Promise<RankedRole | undefined> {
-  const roles = await trx
-    .selectFrom('scim_group_members as gm')
-    .innerJoin('scim_group_roles as gr', (join) =>
-      join.onRef('gr.group_id', '=', 'gm.group_id').onRef('gr.tenant_id', '=', 'gm.tenant_id'),
-    )
-    .innerJoin('roles as r', (join) => join.onRef('r.id', '=', 'gr.role_id').onRef('r.tenant_id', '=', 'gr.tenant_id'))
-    .select(['r.id', 'r.slug', 'r.is_default'])
-    .select((eb) =>
-      eb
-        .selectFrom('role_permissions as rp')
-        .select((inner) => inner.fn.countAll<number>().as('n'))
-        .whereRef('rp.role_id', '=', 'r.id')
-        .as('permission_count'),
-    )
-    .where('gm.tenant_id', '=', tenantId)
-    .where('gm.user_id', '=', userId)
-    .execute();
-  const ranked = roles.map((role) => ({ ...role, permission_count: Number(role.permission_count ?? 0) }));
-  return ranked.reduce<RankedRole | undefined>(
-    (best, role) => (!best || outranks(role, best) ? role : best),
-    undefined,
-  );
-}
-
 /**
  * THE role function (docs/scim.md "Roles"): the highest role mapped to the
  * user's groups (Owner > Admin > Member > Viewer; between custom roles, more
  * permissions), else Member; `null` when the organization maps no group (its
- * roles are then set by hand, and groups change none) unless `mappingChanged`:
- * a role a mapping handed out is taken back when the mapping goes, even the last.
+ * roles are then set by hand, and groups change none).
  */
-export async function roleFromGroups(
-  trx: Trx,
-  tenantId: string,
-  userId: string,
-  mappingChanged = false,
-): Promise<string | null> {
-  if (!mappingChanged && !(await mapsGroups(trx, tenantId))) return null;
-  const mapped = await groupRole(trx, tenantId, userId);
+export async function roleFromGroups(trx: Trx, tenantId: string, userId: string): Promise<string | null> {
+  if (!(await mapsGroups(trx, tenantId))) return null;
+  const mapped = (await groupRoles(trx, tenantId, [userId])).get(userId);
   return mapped?.id ?? (await findDefaultRole(trx, tenantId, 'member')).id;
 }
 
 /**
- * Sets a member's role to what their groups give (`roleFromGroups`),
- * audited as `member.role_changed`. Nothing for a user who is not a member
- * (deactivated), nor where no group is mapped. Refuses to demote the last
- * Owner, and to make or unmake an Owner with a token whose creator is not
- * one. Returns the role id the member holds, or null when not a member.
+ * Sets each member's role to what their groups give (`roleFromGroups`),
+ * audited as `member.role_changed`, in a few statements for any number of
+ * them: users who are not members (deactivated) are passed over, and
+ * nothing changes where no group is mapped unless `mappingChanged` (a role
+ * a mapping handed out is taken back when the mapping goes, even the last).
+ * Refuses to demote the last Owner, and to make or unmake an Owner with a
+ * token whose creator is not one (counted as the changes go, in user order).
  */
-export async function syncMemberRole(trx: Trx, options: SyncOptions): Promise<string | null> {
-  const { tenantId, userId, scimTokenId, actorId = null, mappingChanged = false } = options;
+export async function syncMemberRoles(trx: Trx, options: SyncOptions): Promise<void> {
+  const { tenantId, scimTokenId, actorId = null, mappingChanged = false } = options;
+  const userIds = [...new Set(options.userIds)].sort();
+  if (userIds.length === 0) return;
   const owners = await lockOwners(trx, tenantId);
-  const member = await membershipOf(trx, tenantId, userId);
-  if (!member) return null;
-  const roleId = await roleFromGroups(trx, tenantId, userId, mappingChanged);
-  if (!roleId || roleId === member.role_id) return member.role_id;
-  const role = (await findRole(trx, tenantId, roleId))!;
-  const wasOwner = owners.includes(member.id);
-  if (wasOwner && role.slug !== 'owner' && owners.length <= 1) throw lastOwner();
-  if (wasOwner || role.slug === 'owner') await mayMoveOwnerRole(trx, options, owners);
-  await trx
-    .updateTable('members')
-    .set({ role_id: role.id, role: libraryRoleFor(role.slug) })
-    .where('id', '=', member.id)
+  if (!mappingChanged && !(await mapsGroups(trx, tenantId))) return;
+  const members = await trx
+    .selectFrom('members')
+    .select(['id', 'user_id', 'role_id'])
+    .where('organization_id', '=', tenantId)
+    .where('user_id', 'in', userIds)
     .execute();
-  await recordAudit(trx, {
-    action: 'member.role_changed',
-    actorId,
-    organizationId: tenantId,
-    metadata: { memberId: member.id, roleId: role.id, previousRoleId: member.role_id, ...via(scimTokenId) },
-  });
-  return role.id;
+  if (members.length === 0) return;
+  const mapped = await groupRoles(
+    trx,
+    tenantId,
+    members.map((member) => member.user_id),
+  );
+  const fallback = mapped.size < members.length ? await findDefaultRole(trx, tenantId, 'member') : undefined;
+  for (const member of members.sort((a, b) => (a.user_id < b.user_id ? -1 : 1))) {
+    const role = mapped.get(member.user_id) ?? fallback!;
+    if (role.id === member.role_id) continue;
+    const wasOwner = owners.includes(member.id);
+    if (wasOwner && role.slug !== 'owner' && owners.length <= 1) throw lastOwner();
+    if (wasOwner || role.slug === 'owner') await mayMoveOwnerRole(trx, options, owners);
+    await trx
+      .updateTable('members')
+      .set({ role_id: role.id, role: libraryRoleFor(role.slug) })
+      .where('id', '=', member.id)
+      .execute();
+    await recordAudit(trx, {
+      action: 'member.role_changed',
+      actorId,
+      organizationId: tenantId,
+      metadata: { memberId: member.id, roleId: role.id, previousRoleId: member.role_id, ...via(scimTokenId) },
+    });
+    // The next changes count the Owners as they now are.
+    if (wasOwner) owners.splice(owners.indexOf(member.id), 1);
+    else if (role.slug === 'owner') owners.push(member.id);
+  }
 }
 
 /**
