@@ -8,17 +8,8 @@ import { isWellFormedScimToken, scimTokenDigest, verifyScimToken } from './scim-
 
 const LAST_USED_RESOLUTION_MS = 60_000;
 
-/**
- * A token in force: its organization, and the person who created it
- * (`scim_tokens.created_by`), whose power over the Owner role it carries
- * (docs/scim.md "Tokens"), read from the token's row, never from the request.
- */
-export interface ScimTokenCaller extends ScimCaller {
-  createdBy: string;
-}
-
 /** The token a presented `scim_…` token stands for; null for anything not a token in force. */
-export type ScimTokenResolver = (presented: string, logger?: Logger) => Promise<ScimTokenCaller | null>;
+export type ScimTokenResolver = (presented: string, logger?: Logger) => Promise<ScimCaller | null>;
 
 /**
  * docs/scim.md "Tokens": a token is found by its digest across

@@ -1,5 +1,5 @@
 import type { Context, MiddlewareHandler } from 'hono';
-import type { ScimTokenCaller, ScimTokenResolver } from '../auth/scim-auth.js';
+import type { ScimTokenResolver } from '../auth/scim-auth.js';
 import { scimTokenDigest } from '../auth/scim-token-material.js';
 import type { RateLimitStore, RateLimitTier } from '../platform/rate-limit-store.js';
 import { clientIpFromForwardedFor, rateLimitIdentity } from '../shared/client-address.js';
@@ -7,7 +7,7 @@ import type { Config } from '../shared/config.js';
 import { ApiError, describeError, tooMany } from '../shared/errors.js';
 import type { Logger } from '../shared/logger.js';
 import { isScimPath, SCIM_MEDIA_TYPE } from '../shared/scim-error.js';
-import type { AppEnv, Clock } from '../shared/types.js';
+import type { AppEnv, Clock, ScimCaller } from '../shared/types.js';
 import { scimRateIdentity } from './rate-limit-tiers.js';
 import { renderError } from './render-error.js';
 
@@ -19,7 +19,7 @@ interface Handover {
   requestId: string;
   logger: Logger;
   clientIp: string;
-  scim: ScimTokenCaller;
+  scim: ScimCaller;
 }
 const handovers = new WeakMap<Request, Handover>();
 
@@ -132,13 +132,9 @@ export function outsideScim(middleware: MiddlewareHandler<AppEnv>): MiddlewareHa
   };
 }
 
-/**
- * The caller of a route under /api/scim/v2: its token, organization and the
- * token's creator, as the door resolved them (the handover: `c.get('scim')`
- * is the same caller, typed without its creator).
- */
-export function scimOf(c: Context<AppEnv>): ScimTokenCaller {
-  const scim = handovers.get(c.req.raw)?.scim;
+/** The caller of a route under /api/scim/v2: its token, organization and the token's creator, as the door resolved them. */
+export function scimOf(c: Context<AppEnv>): ScimCaller {
+  const scim = c.get('scim');
   if (!scim) throw refused();
   return scim;
 }

@@ -50,10 +50,15 @@ export interface EnrichedSession {
   apiKey: { id: string } | null;
 }
 
-/** Who calls under /api/scim/v2: a SCIM token in force, and its organization (docs/scim.md). */
+/**
+ * Who calls under /api/scim/v2: a SCIM token in force, its organization, and
+ * the person who created it, whose power over the Owner role the token
+ * carries (docs/scim.md "Tokens"), read from the token's row, never the request.
+ */
 export interface ScimCaller {
   tokenId: string;
   tenantId: string;
+  createdBy: string;
 }
 
 export type AppEnv = {
