@@ -3,8 +3,9 @@ import { ApiError } from '../../shared/errors.js';
 import { recordAudit } from '../audit.js';
 import type { Database } from '../database.js';
 import { revokeKeys } from './api-keys.js';
+import { moveMember } from './member-moves.js';
 import { addMember, lockOwners, membershipOf } from './members.js';
-import { findDefaultRole, findRole, libraryRoleFor } from './roles.js';
+import { findDefaultRole, findRole } from './roles.js';
 import { groupRoles, mapsGroups } from './scim-group-ranks.js';
 
 /**
@@ -122,17 +123,7 @@ export async function syncMemberRoles(trx: Trx, options: SyncOptions): Promise<v
     const wasOwner = owners.includes(member.id);
     if (wasOwner && role.slug !== 'owner' && owners.length <= 1) throw lastOwner();
     if (wasOwner || role.slug === 'owner') await mayMoveOwnerRole(trx, options, owners);
-    await trx
-      .updateTable('members')
-      .set({ role_id: role.id, role: libraryRoleFor(role.slug) })
-      .where('id', '=', member.id)
-      .execute();
-    await recordAudit(trx, {
-      action: 'member.role_changed',
-      actorId,
-      organizationId: tenantId,
-      metadata: { memberId: member.id, roleId: role.id, previousRoleId: member.role_id, ...via(scimTokenId) },
-    });
+    await moveMember(trx, { tenantId, member, role, actorId, via: via(scimTokenId) });
     // The next changes count the Owners as they now are.
     if (wasOwner) owners.splice(owners.indexOf(member.id), 1);
     else if (role.slug === 'owner') owners.push(member.id);

@@ -1,8 +1,8 @@
 import type { Transaction } from 'kysely';
-import { recordAudit } from '../audit.js';
 import type { Database, SsoRoleMapping } from '../database.js';
+import { moveMember } from './member-moves.js';
 import { addMember, lockOwners, membershipOf } from './members.js';
-import { findDefaultRole, findRole, libraryRoleFor } from './roles.js';
+import { findDefaultRole, findRole } from './roles.js';
 
 /** What a single sign-on writes, in the callback's one transaction (docs/sso.md "Sign-in"). */
 
@@ -101,16 +101,6 @@ export async function joinOrFollowRole(trx: Trx, input: SsoMembershipInput): Pro
   if (role.id === member.role_id) return member.id;
   // docs/api.md "Members and ownership": an organization keeps an Owner.
   if (owners.includes(member.id) && owners.length <= 1) return member.id;
-  await trx
-    .updateTable('members')
-    .set({ role_id: role.id, role: libraryRoleFor(role.slug) })
-    .where('id', '=', member.id)
-    .execute();
-  await recordAudit(trx, {
-    action: 'member.role_changed',
-    actorId: userId,
-    organizationId: tenantId,
-    metadata: { memberId: member.id, roleId: role.id, previousRoleId: member.role_id, ...via },
-  });
+  await moveMember(trx, { tenantId, member, role, actorId: userId, via });
   return member.id;
 }
