@@ -7,7 +7,7 @@
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { listenForSessionStateChanges } from '../../src/auth/session.js';
-import { createSessionStateCache } from '../../src/auth/session-state-cache.js';
+import { createSessionStateCache, SESSION_STATE_CHANNEL } from '../../src/auth/session-state-cache.js';
 import { createTestApp, type TestApp } from '../support/app.js';
 import { openTestDatabase, type TestDatabase } from '../support/database.js';
 import { call } from '../support/http.js';
@@ -35,6 +35,12 @@ describe('session-state cache', () => {
     database = await openTestDatabase();
     t = await createTestApp({ database, sessionStateCache: await listenForSessionStateChanges(database) });
     user = await signedInUser(t, { name: 'Before' });
+    // PostgreSQL delivers the set-up's notifications asynchronously; one sent
+    // now arrives after all of them (delivery follows commit order), so once
+    // it has cleared the cache none is left to clear it during the tests.
+    await sessionName(t, user);
+    await sql`select pg_notify(${SESSION_STATE_CHANNEL}, '')`.execute(t.database.db);
+    await cleared(t);
   });
   afterAll(async () => {
     await t.close();
