@@ -28,9 +28,9 @@ export interface DatabaseHandle {
    * LISTEN on `channel`: `onNotify` runs for every notification, and also
    * whenever the listening connection is (re)established, since whatever was
    * sent while it was away is lost (a listener then treats it as "anything
-   * may have changed"). Resolves once listening.
+   * may have changed", and gets no payload). Resolves once listening.
    */
-  listen(channel: string, onNotify: () => void): Promise<void>;
+  listen(channel: string, onNotify: (payload?: string) => void): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -148,7 +148,11 @@ export async function openPostgres(options: OpenOptions): Promise<DatabaseHandle
     async listen(channel, onNotify) {
       // postgres.js keeps one extra connection for LISTEN, reconnects it on
       // its own, and calls the third argument on every (re)connection.
-      await runtime.sql.listen(channel, () => onNotify(), onNotify);
+      await runtime.sql.listen(
+        channel,
+        (payload) => onNotify(payload),
+        () => onNotify(),
+      );
     },
     // Ends the pool and the LISTEN connection alike, within 5 s: postgres.js's
     // end() without a timeout waits for good on a connection handed back after

@@ -73,10 +73,10 @@ export async function openPglite(options: OpenOptions & { loadDataDir?: Blob }):
   // PGlite is one backend session: a LISTEN on it hears the NOTIFYs of its own
   // transactions, which arrive with the COMMIT's answer, before the commit
   // resolves. The bridge's client hands them out as 'notification' events.
-  const listeners = new Map<string, Set<() => void>>();
+  const listeners = new Map<string, Set<(payload?: string) => void>>();
   pool.on('connect', (client) => {
     client.on('notification', (message) => {
-      for (const listener of listeners.get(message.channel) ?? []) listener();
+      for (const listener of listeners.get(message.channel) ?? []) listener(message.payload);
     });
     for (const channelListeners of listeners.values()) for (const listener of channelListeners) listener();
   });

@@ -26,6 +26,20 @@ async function cleared(t: TestApp): Promise<void> {
   expect(t.sessionStateCache!.size).toBe(0);
 }
 
+/**
+ * Resolves once every notification committed before now has reached the
+ * cache: a marked one is sent and awaited (delivery follows commit order, and
+ * this listener runs after the cache's, on the same connection).
+ */
+async function notificationsDelivered(database: TestDatabase): Promise<void> {
+  const mark = crypto.randomUUID();
+  let arrived!: () => void;
+  const delivered = new Promise<void>((resolve) => (arrived = resolve));
+  await database.listen(SESSION_STATE_CHANNEL, (payload) => payload === mark && arrived());
+  await sql`select pg_notify(${SESSION_STATE_CHANNEL}, ${mark})`.execute(database.db);
+  await delivered;
+}
+
 describe('session-state cache', () => {
   let t: TestApp;
   let database: TestDatabase;
@@ -35,12 +49,10 @@ describe('session-state cache', () => {
     database = await openTestDatabase();
     t = await createTestApp({ database, sessionStateCache: await listenForSessionStateChanges(database) });
     user = await signedInUser(t, { name: 'Before' });
-    // PostgreSQL delivers the set-up's notifications asynchronously; one sent
-    // now arrives after all of them (delivery follows commit order), so once
-    // it has cleared the cache none is left to clear it during the tests.
-    await sessionName(t, user);
-    await sql`select pg_notify(${SESSION_STATE_CHANNEL}, '')`.execute(t.database.db);
-    await cleared(t);
+    // PostgreSQL delivers the set-up's notifications asynchronously: none may
+    // arrive during the first test and clear what it has just filled.
+    await notificationsDelivered(database);
+    expect(t.sessionStateCache!.size).toBe(0);
   });
   afterAll(async () => {
     await t.close();
