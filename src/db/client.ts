@@ -65,9 +65,40 @@ export class PoolTimeoutError extends Error {
 }
 
 /**
+ * Kysely sends every statement through postgres.js's `unsafe()`, which does
+ * not prepare: each parameterised statement took two round trips (describe,
+ * then execute) and was parsed and planned every time. A statement outside a
+ * transaction (one reservation each: the session and tenant reads) is
+ * prepared here, as postgres.js prepares its own tagged queries: after a
+ * connection's first run of it, one round trip and no planning
+ * (docs/performance.md "Session 12"). When a deploy's migration changes a
+ * table under a prepared statement, postgres.js prepares it again on its
+ * own; inside a transaction that error would abort the transaction, so
+ * statements there stay unnamed. `?prepare=false` on DATABASE_URL turns it
+ * off for the whole pool (postgres.js's own option), as a pooler in
+ * transaction mode older than PgBouncer 1.21 requires.
+ */
+function preparing(connection: postgres.ReservedSql): postgres.ReservedSql {
+  const unsafe = connection.unsafe.bind(connection);
+  let transaction = false;
+  connection.unsafe = ((
+    query: string,
+    parameters?: postgres.ParameterOrJSON<never>[],
+    options?: postgres.UnsafeQueryOptions,
+  ) => {
+    // Kysely opens a transaction on its reservation with `begin` or `start transaction …`.
+    transaction ||= TRANSACTION_START.test(query);
+    return unsafe(query, parameters, transaction ? options : { prepare: true, ...options });
+  }) as typeof connection.unsafe;
+  return connection;
+}
+const TRANSACTION_START = /^(begin|start transaction)\b/i;
+
+/**
  * kysely-postgres-js reserves a connection for every query and transaction;
  * postgres.js queues a reservation without limit. This one gives up after
- * `ms` (a connection reserved too late is handed straight back).
+ * `ms` (a connection reserved too late is handed straight back), and hands
+ * out reservations that prepare their statements (above).
  */
 function withAcquireTimeout(sql: postgres.Sql, ms: number): postgres.Sql {
   const reserve = sql.reserve.bind(sql);
@@ -82,7 +113,7 @@ function withAcquireTimeout(sql: postgres.Sql, ms: number): postgres.Sql {
         (connection) => {
           clearTimeout(timer);
           if (late) connection.release();
-          else resolve(connection);
+          else resolve(preparing(connection));
         },
         (error: unknown) => {
           clearTimeout(timer);
