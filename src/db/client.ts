@@ -71,10 +71,10 @@ export class PoolTimeoutError extends Error {
  * transaction (one reservation each: the session and tenant reads) is
  * prepared here, as postgres.js prepares its own tagged queries: after a
  * connection's first run of it, one round trip and no planning
- * (docs/performance.md "Session 12"). When a deploy's migration changes a
- * table under a prepared statement, postgres.js prepares it again on its
- * own; inside a transaction that error would abort the transaction, so
- * statements there stay unnamed. `?prepare=false` on DATABASE_URL turns it
+ * (docs/performance.md "Session 12 (prepared statements)"). When a deploy's
+ * migration changes a table under a prepared statement, postgres.js
+ * prepares it again on its own; inside a transaction that error would abort
+ * the transaction, so statements there stay unnamed. `?prepare=false` on DATABASE_URL turns it
  * off for the whole pool (postgres.js's own option), as a pooler in
  * transaction mode older than PgBouncer 1.21 requires.
  */
