@@ -67,16 +67,19 @@ export class PoolTimeoutError extends Error {
 /**
  * Kysely sends every statement through postgres.js's `unsafe()`, which does
  * not prepare: each parameterised statement took two round trips (describe,
- * then execute) and was parsed and planned every time. A statement outside a
- * transaction (one reservation each: the session and tenant reads) is
- * prepared here, as postgres.js prepares its own tagged queries: after a
- * connection's first run of it, one round trip and no planning
- * (docs/performance.md "Session 12 (prepared statements)"). When a deploy's
- * migration changes a table under a prepared statement, postgres.js
- * prepares it again on its own; inside a transaction that error would abort
- * the transaction, so statements there stay unnamed. `?prepare=false` on DATABASE_URL turns it
- * off for the whole pool (postgres.js's own option), as a pooler in
- * transaction mode older than PgBouncer 1.21 requires.
+ * then execute) and was parsed and planned every time. Here statements are
+ * prepared, as postgres.js prepares its own tagged queries: after a
+ * connection's first run of one, one round trip and no planning
+ * (docs/performance.md "Session 12 (prepared statements)").
+ *
+ * When a deploy's migration adds a column under a prepared `select *` or
+ * `returning *`, PostgreSQL refuses it once ("cached plan must not change
+ * result type"). Outside a transaction postgres.js prepares it again and
+ * runs it; inside one the error would already have aborted the transaction.
+ * So in a transaction a statement that selects or returns `*` stays
+ * unnamed (the library's do; our hot write path names its columns).
+ * `?prepare=false` on DATABASE_URL turns it all off (postgres.js's own
+ * option), as a pooler in transaction mode before PgBouncer 1.21 requires.
  */
 function preparing(connection: postgres.ReservedSql): postgres.ReservedSql {
   const unsafe = connection.unsafe.bind(connection);
@@ -88,11 +91,14 @@ function preparing(connection: postgres.ReservedSql): postgres.ReservedSql {
   ) => {
     // Kysely opens a transaction on its reservation with `begin` or `start transaction …`.
     transaction ||= TRANSACTION_START.test(query);
-    return unsafe(query, parameters, transaction ? options : { prepare: true, ...options });
+    const prepare = !(transaction && EVERY_COLUMN.test(query));
+    return unsafe(query, parameters, prepare ? { prepare, ...options } : options);
   }) as typeof connection.unsafe;
   return connection;
 }
 const TRANSACTION_START = /^(begin|start transaction)\b/i;
+/** `select *`, `"t".*`, `returning *` (not `count(*)`, nor a `'*'` literal such as the webhooks' wildcard event). */
+const EVERY_COLUMN = /(?:\bselect(?:\s+distinct)?|\breturning|,)\s*\*|\.\*/i;
 
 /**
  * kysely-postgres-js reserves a connection for every query and transaction;

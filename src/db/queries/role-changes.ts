@@ -6,6 +6,7 @@ import { withTenant } from '../tenant.js';
 import {
   addRolePermissions,
   findRole,
+  ROLE_COLUMNS,
   permissionListOf,
   type RoleWithPermissions,
   setRolePermissions,
@@ -21,7 +22,7 @@ interface Actor {
 function lockRole(trx: Transaction<Database>, tenantId: string, id: string) {
   return trx
     .selectFrom('roles')
-    .selectAll()
+    .select(ROLE_COLUMNS)
     .where('tenant_id', '=', tenantId)
     .where('id', '=', id)
     .forUpdate()
@@ -56,7 +57,7 @@ export function createRole(
       const row = await trx
         .insertInto('roles')
         .values({ tenant_id: tenantId, name, slug, description })
-        .returningAll()
+        .returning(ROLE_COLUMNS)
         .executeTakeFirstOrThrow();
       await addRolePermissions(trx, row.id, permissions);
       const created = { ...row, permissions: permissionListOf(permissions) };

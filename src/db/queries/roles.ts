@@ -1,6 +1,6 @@
 import { type Kysely, sql, type Transaction } from 'kysely';
 import { DEFAULT_ROLES, type DefaultRoleSlug } from '../../shared/permissions.js';
-import type { Database, Role } from '../database.js';
+import type { Database, Role, RolesTable } from '../database.js';
 
 type Db = Kysely<Database> | Transaction<Database>;
 
@@ -17,6 +17,23 @@ export function slugify(name: string): string {
     .replace(/[^a-z0-9]+/g, '-')
     .replace(/^-+|-+$/g, '');
 }
+
+/**
+ * Every column of `roles`, named: a statement in a transaction is prepared
+ * only when its text has no `*` (src/db/client.ts `preparing`), and these are
+ * the hot write path's. A column added to RolesTable and not here fails the
+ * type check where a Role is returned.
+ */
+export const ROLE_COLUMNS = [
+  'id',
+  'tenant_id',
+  'name',
+  'slug',
+  'description',
+  'is_default',
+  'created_at',
+  'updated_at',
+] as const satisfies readonly (keyof RolesTable)[];
 
 const permissionList = sql<string[]>`coalesce((
   select array_agg(p.resource || ':' || p.action order by p.resource || ':' || p.action)
@@ -41,7 +58,7 @@ export async function listRoles(db: Db, tenantId: string): Promise<RoleWithPermi
 export async function findRole(db: Db, tenantId: string, id: string): Promise<RoleWithPermissions | undefined> {
   return db
     .selectFrom('roles')
-    .selectAll()
+    .select(ROLE_COLUMNS)
     .select(permissionList.as('permissions'))
     .where('tenant_id', '=', tenantId)
     .where('id', '=', id)
@@ -51,7 +68,7 @@ export async function findRole(db: Db, tenantId: string, id: string): Promise<Ro
 export async function findRoleBySlug(db: Db, tenantId: string, slug: string): Promise<RoleWithPermissions | undefined> {
   return db
     .selectFrom('roles')
-    .selectAll()
+    .select(ROLE_COLUMNS)
     .select(permissionList.as('permissions'))
     .where('tenant_id', '=', tenantId)
     .where('slug', '=', slug)
@@ -61,7 +78,7 @@ export async function findRoleBySlug(db: Db, tenantId: string, slug: string): Pr
 export async function findDefaultRole(db: Db, tenantId: string, slug: DefaultRoleSlug): Promise<Role> {
   return db
     .selectFrom('roles')
-    .selectAll()
+    .select(ROLE_COLUMNS)
     .where('tenant_id', '=', tenantId)
     .where('slug', '=', slug)
     .where('is_default', '=', true)
