@@ -3,6 +3,7 @@ import { PostgresJSDialect } from 'kysely-postgres-js';
 import postgres from 'postgres';
 import type { Logger } from '../shared/logger.js';
 import type { Database } from './database.js';
+import { statementPreparer } from './prepared-statements.js';
 
 /**
  * A handle with no table types: migrations (frozen history, typed by no
@@ -54,6 +55,8 @@ export interface OpenOptions {
 export const ACQUIRE_TIMEOUT_MS = 5_000;
 export const LOCK_TIMEOUT_MS = 5_000;
 export const STATEMENT_TIMEOUT_MS = 15_000;
+/** Distinct statement texts a runtime pool prepares, so as many at most per server connection (prepared-statements.ts). */
+export const MAX_PREPARED_STATEMENTS = 500;
 
 /** Thrown when no connection of the pool comes free within ACQUIRE_TIMEOUT_MS (errors.ts: 503). */
 export class PoolTimeoutError extends Error {
@@ -65,49 +68,14 @@ export class PoolTimeoutError extends Error {
 }
 
 /**
- * Kysely sends every statement through postgres.js's `unsafe()`, which does
- * not prepare: each parameterised statement took two round trips (describe,
- * then execute) and was parsed and planned every time. Here statements are
- * prepared, as postgres.js prepares its own tagged queries: after a
- * connection's first run of one, one round trip and no planning
- * (docs/performance.md "Session 12 (prepared statements)").
- *
- * When a deploy's migration adds a column under a prepared `select *` or
- * `returning *`, PostgreSQL refuses it once ("cached plan must not change
- * result type"). Outside a transaction postgres.js prepares it again and
- * runs it; inside one the error would already have aborted the transaction.
- * So in a transaction a statement that selects or returns `*` stays
- * unnamed (the library's do; our hot write path names its columns).
- * `?prepare=false` on DATABASE_URL turns it all off (postgres.js's own
- * option), as a pooler in transaction mode before PgBouncer 1.21 requires.
- */
-function preparing(connection: postgres.ReservedSql): postgres.ReservedSql {
-  const unsafe = connection.unsafe.bind(connection);
-  let transaction = false;
-  connection.unsafe = ((
-    query: string,
-    parameters?: postgres.ParameterOrJSON<never>[],
-    options?: postgres.UnsafeQueryOptions,
-  ) => {
-    // Kysely opens a transaction on its reservation with `begin` or `start transaction …`.
-    transaction ||= TRANSACTION_START.test(query);
-    const prepare = !(transaction && EVERY_COLUMN.test(query));
-    return unsafe(query, parameters, prepare ? { prepare, ...options } : options);
-  }) as typeof connection.unsafe;
-  return connection;
-}
-const TRANSACTION_START = /^(begin|start transaction)\b/i;
-/** `select *`, `"t".*`, `returning *` (not `count(*)`, nor a `'*'` literal such as the webhooks' wildcard event). */
-const EVERY_COLUMN = /(?:\bselect(?:\s+distinct)?|\breturning|,)\s*\*|\.\*/i;
-
-/**
  * kysely-postgres-js reserves a connection for every query and transaction;
  * postgres.js queues a reservation without limit. This one gives up after
  * `ms` (a connection reserved too late is handed straight back), and hands
- * out reservations that prepare their statements (above).
+ * out reservations that prepare their statements (prepared-statements.ts).
  */
 function withAcquireTimeout(sql: postgres.Sql, ms: number): postgres.Sql {
   const reserve = sql.reserve.bind(sql);
+  const preparing = statementPreparer(MAX_PREPARED_STATEMENTS);
   const timed = () =>
     new Promise<postgres.ReservedSql>((resolve, reject) => {
       let late = false;

@@ -3,6 +3,7 @@ import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type DatabaseHandle, openPostgres } from '../../src/db/client.js';
 import { migrateToLatest } from '../../src/db/migrate.js';
+import { statementPreparer } from '../../src/db/prepared-statements.js';
 import { testServers, withDatabaseName } from '../support/servers.js';
 
 /**
@@ -98,6 +99,34 @@ describe('prepared statements on the runtime pool', { timeout: 30_000 }, () => {
       await expect(bothKinds()).resolves.toBeDefined();
     } finally {
       await owner.unsafe('alter table roles drop column added_by_deploy');
+    }
+  });
+
+  it('prepares at most `limit` distinct texts per pool; later new ones run unnamed, known ones stay prepared', async () => {
+    const servers = testServers()!;
+    const pool = postgres(withDatabaseName(servers.pgAppUrl, name), { max: 1, onnotice: () => {} });
+    const preparing = statementPreparer(2);
+    const texts = ['select $1::int + 1 as n', 'select $1::int + 2 as n', 'select $1::int + 3 as n'];
+    try {
+      for (const round of [1, 2])
+        for (const text of [...texts, texts[0]!]) {
+          const connection = preparing(await pool.reserve());
+          try {
+            expect((await connection.unsafe(text, [round]))[0]).toEqual({ n: round + Number(text.at(-6)) });
+          } finally {
+            connection.release();
+          }
+        }
+      const connection = await pool.reserve();
+      try {
+        const rows = await connection.unsafe('select statement from pg_prepared_statements order by statement');
+        // postgres.js prepares its own type fetch on connecting.
+        expect(rows.map((row) => row.statement).filter((text) => texts.includes(text))).toEqual(texts.slice(0, 2));
+      } finally {
+        connection.release();
+      }
+    } finally {
+      await pool.end({ timeout: 1 });
     }
   });
 });

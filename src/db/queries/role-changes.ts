@@ -6,8 +6,8 @@ import { withTenant } from '../tenant.js';
 import {
   addRolePermissions,
   findRole,
-  ROLE_COLUMNS,
   permissionListOf,
+  ROLE_COLUMNS,
   type RoleWithPermissions,
   setRolePermissions,
 } from './roles.js';
