@@ -17,11 +17,15 @@ export function currentTransaction(): Transaction<Database> | undefined {
   return storage.getStore();
 }
 
-/** Runs `fn` in the current ambient transaction, or opens one and makes it current. */
+/**
+ * Runs `fn` in the transaction it is given (as part of the caller's), else in
+ * the current ambient transaction, or opens one and makes it current.
+ */
 export async function runInTransaction<T>(
-  db: Kysely<Database>,
+  db: Kysely<Database> | Transaction<Database>,
   fn: (trx: Transaction<Database>) => Promise<T>,
 ): Promise<T> {
+  if (db.isTransaction) return fn(db as Transaction<Database>);
   const outer = storage.getStore();
   if (outer) return fn(outer);
   return db.transaction().execute((trx) => storage.run(trx, () => fn(trx)));

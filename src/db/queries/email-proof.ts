@@ -1,4 +1,4 @@
-import { type Kysely, Transaction } from 'kysely';
+import type { Kysely, Transaction } from 'kysely';
 import { runInTransaction } from '../ambient.js';
 import type { Database } from '../database.js';
 
@@ -29,8 +29,8 @@ export interface EmailProof {
  * Returns null when the account does not exist or was already verified (a
  * verified account keeps what it has). Called on the verification and reset
  * paths (src/auth/auth.ts), and by SSO and SCIM, which verify addresses
- * themselves (both with `dropPassword`); the magic link, whose library step does the first half, ends
- * with `completeLibraryProof`.
+ * themselves (both with `dropPassword`); the magic link, whose library step
+ * does the first half, ends with `completeLibraryProof`.
  */
 export async function proveEmailOwnership(
   db: Kysely<Database> | Transaction<Database>,
@@ -38,9 +38,7 @@ export async function proveEmailOwnership(
   { dropPassword = false }: { dropPassword?: boolean } = {},
 ): Promise<EmailProof | null> {
   // Inside a caller's transaction (SCIM's request), as part of it.
-  const inTransaction = (fn: (trx: Transaction<Database>) => Promise<EmailProof | null>) =>
-    db instanceof Transaction ? fn(db) : runInTransaction(db, fn);
-  return inTransaction(async (trx) => {
+  return runInTransaction(db, async (trx) => {
     const user = await trx
       .selectFrom('users')
       .select(['id', 'email_verified'])
