@@ -13,6 +13,7 @@ import {
   storeSsoFlow,
   takeSsoFlow,
 } from '../db/queries/sso-flows.js';
+import { isUuid } from '../shared/text.js';
 import { SsoFlowError } from '../sso/errors.js';
 import { SsoFetchError } from '../sso/fetch.js';
 import { randomToken } from '../sso/oidc.js';
@@ -50,8 +51,6 @@ import { completeSaml, startSaml } from './sso-saml-flow.js';
  */
 const STATE_COOKIE = 'sso_state';
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
 type SignInBody = { email?: string; organizationSlug?: string; callbackURL: string; errorCallbackURL?: string };
 
 /** The URL with `error=<code>` added to its query (a relative one stays relative). */
@@ -82,7 +81,7 @@ export function ssoPlugin(deps: SsoDeps) {
     let errorTarget = config.auth.appUrl;
     let target = config.auth.appUrl;
     try {
-      if (!UUID.test(connectionId)) throw new SsoFlowError('invalid_request', 'Unknown connection');
+      if (!isUuid(connectionId)) throw new SsoFlowError('invalid_request', 'Unknown connection');
       const flow = state ? await takeSsoFlow(db, state, clock()) : null;
       if (flow) {
         errorTarget = flow.errorCallbackURL ?? config.auth.appUrl;

@@ -4,6 +4,8 @@
  * Pure: rows in, JSON out.
  */
 
+import { isUuid } from '../shared/text.js';
+
 export const USER_SCHEMA = 'urn:ietf:params:scim:schemas:core:2.0:User';
 export const GROUP_SCHEMA = 'urn:ietf:params:scim:schemas:core:2.0:Group';
 export const LIST_RESPONSE_SCHEMA = 'urn:ietf:params:scim:api:messages:2.0:ListResponse';
@@ -46,15 +48,13 @@ export function ifMatchAllows(header: string | undefined, version: number): bool
   return header.split(',').some((tag) => tag.trim().replace(/^W\//, '') === current);
 }
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
 /**
  * A resource id as stored (a UUID, lower-cased), or null for anything else:
  * such an id names no resource, and must not reach a uuid column (where it
  * is a database error, not a 404).
  */
 export function resourceId(value: string | undefined): string | null {
-  return value !== undefined && UUID.test(value) ? value.toLowerCase() : null;
+  return value !== undefined && isUuid(value) ? value.toLowerCase() : null;
 }
 
 /** The resource's URL: AUTH_URL + /api/scim/v2/<Type>s/<id>. */

@@ -61,3 +61,13 @@ export function displayName(max: number) {
 
 /** The longest name anywhere: an organization's, a person's, a role's, an API key's. */
 export const NAME_MAX = 100;
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/**
+ * A UUID in either letter case. An id that is none names nothing the service
+ * stores, and must not reach a uuid column (there a database error, not a 404).
+ */
+export function isUuid(value: string): boolean {
+  return UUID.test(value);
+}

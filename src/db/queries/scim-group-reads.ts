@@ -1,4 +1,5 @@
 import type { Expression, Selectable, SqlBool, Transaction } from 'kysely';
+import { isUuid } from '../../shared/text.js';
 import type { Database } from '../database.js';
 import type { ScimGroupsTable } from '../scim-tables.js';
 
@@ -127,8 +128,7 @@ export async function groupNameTaken(
 /** The ids among `userIds` that are not SCIM Users of the organization (a member must be one). */
 export async function unknownScimUsers(trx: Transaction<Database>, tenantId: string, userIds: string[]) {
   const wanted = [...new Set(userIds)];
-  const uuid = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-  const candidates = wanted.filter((id) => uuid.test(id));
+  const candidates = wanted.filter(isUuid);
   const found =
     candidates.length === 0
       ? []
