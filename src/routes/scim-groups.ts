@@ -7,16 +7,12 @@ import {
   getGroup,
   groupNameTaken,
   listGroups,
+  MAX_LISTED_MEMBERSHIPS,
   type ScimGroupRecord,
   unknownScimUsers,
 } from '../db/queries/scim-group-reads.js';
-import {
-  createGroup,
-  deleteGroup,
-  type GroupActor,
-  type GroupChanges,
-  updateGroup,
-} from '../db/queries/scim-groups.js';
+import { createGroup, deleteGroup, type GroupChanges, updateGroup } from '../db/queries/scim-groups.js';
+import { tokenActor } from '../db/queries/scim-membership.js';
 import { withTenant } from '../db/tenant.js';
 import { access, guard, tenantOf } from '../middleware/guard.js';
 import { scimJson, scimNoContent, scimOf } from '../middleware/scim.js';
@@ -38,13 +34,6 @@ import {
 import { displayName, line } from '../shared/text.js';
 import type { AppEnv } from '../shared/types.js';
 
-/**
- * The most members one list answer carries (RFC 7644 section 3.4.2.4 lets
- * the service refuse what it will not build: `tooMany`). Unbounded, 200
- * groups of 10,000 members made one answer of two million: memory enough
- * to stop the process, every organization with it.
- */
-const MAX_LISTED_MEMBERS = 100_000;
 const MemberRef = z.looseObject({ value: z.string().min(1).max(100) });
 /** RFC 7643 section 4.2; what a directory sends besides (`schemas`, `id`, `meta`) is ignored. */
 const GroupBody = z.looseObject({
@@ -104,10 +93,6 @@ export interface ScimGroupRouteDeps {
 /** docs/scim.md "Groups": `/api/scim/v2/Groups`, one transaction per request. */
 export function scimGroupRoutes({ db, authUrl }: ScimGroupRouteDeps) {
   const scim = guard(access.scim());
-  const actorOf = (c: Context<AppEnv>): GroupActor => {
-    const { tokenId, createdBy } = scimOf(c);
-    return { tenantId: tenantOf(c), scimTokenId: tokenId, tokenCreatorId: createdBy };
-  };
   const answer = (c: Context<AppEnv>, group: ScimGroupRecord, status: 200 | 201 = 200) =>
     scimJson(c, groupResource(authUrl, group), status, {
       ETag: etagOf(group.version),
@@ -149,14 +134,13 @@ export function scimGroupRoutes({ db, authUrl }: ScimGroupRouteDeps) {
           offset: paging.offset,
           limit: paging.count,
           members: !excluded.includes('members'),
-          maxMembers: MAX_LISTED_MEMBERS,
         }),
       );
       if (!groups)
         throw new ScimError(
           400,
           'tooMany',
-          `These groups hold more than ${MAX_LISTED_MEMBERS} members: ask for fewer (count), or excludedAttributes=members`,
+          `These groups hold more than ${MAX_LISTED_MEMBERSHIPS} members: ask for fewer (count), or excludedAttributes=members`,
         );
       const body = listResponse(
         groups.map((g) => groupResource(authUrl, g)),
@@ -174,7 +158,7 @@ export function scimGroupRoutes({ db, authUrl }: ScimGroupRouteDeps) {
     })
     .post('/api/scim/v2/Groups', scim, async (c) => {
       const body = parseBody(GroupBody, await json(c));
-      const actor = actorOf(c);
+      const actor = tokenActor(scimOf(c));
       const input = wholeGroup(body);
       const group = await withTenant(db, actor.tenantId, async (trx) => {
         await check(trx, actor.tenantId, input);
@@ -184,7 +168,7 @@ export function scimGroupRoutes({ db, authUrl }: ScimGroupRouteDeps) {
     })
     .put('/api/scim/v2/Groups/:id', scim, async (c) => {
       const body = parseBody(GroupBody, await json(c));
-      const actor = actorOf(c);
+      const actor = tokenActor(scimOf(c));
       const changes = wholeGroup(body);
       const group = await withTenant(db, actor.tenantId, async (trx) => {
         const row = await locked(c, trx);
@@ -195,7 +179,7 @@ export function scimGroupRoutes({ db, authUrl }: ScimGroupRouteDeps) {
     })
     .patch('/api/scim/v2/Groups/:id', scim, async (c) => {
       const operations = parseScimPatch(await json(c), 'Group');
-      const actor = actorOf(c);
+      const actor = tokenActor(scimOf(c));
       const group = await withTenant(db, actor.tenantId, async (trx) => {
         const row = await locked(c, trx);
         // RFC 7644 section 3.5.2 on the group's JSON, then read back as a whole group (a PUT of the result).
@@ -206,7 +190,7 @@ export function scimGroupRoutes({ db, authUrl }: ScimGroupRouteDeps) {
       return answer(c, group);
     })
     .delete('/api/scim/v2/Groups/:id', scim, async (c) => {
-      const actor = actorOf(c);
+      const actor = tokenActor(scimOf(c));
       await withTenant(db, actor.tenantId, async (trx) => deleteGroup(trx, actor, await locked(c, trx)));
       return scimNoContent(c);
     });

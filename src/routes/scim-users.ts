@@ -3,14 +3,10 @@ import type { Kysely, Transaction } from 'kysely';
 import { canonicalEmail, keepsItsCase } from '../auth/email-address.js';
 import type { Database } from '../db/database.js';
 import { userFilterSql } from '../db/queries/scim-filter-sql.js';
+import { MAX_LISTED_MEMBERSHIPS } from '../db/queries/scim-group-reads.js';
+import { tokenActor } from '../db/queries/scim-membership.js';
 import { getScimUser, listScimUsers } from '../db/queries/scim-user-reads.js';
-import {
-  createScimUser,
-  deleteScimUser,
-  ScimUserConflict,
-  type ScimUserWriter,
-  updateScimUser,
-} from '../db/queries/scim-users.js';
+import { createScimUser, deleteScimUser, ScimUserConflict, updateScimUser } from '../db/queries/scim-users.js';
 import { withTenant } from '../db/tenant.js';
 import { access, guard, tenantOf } from '../middleware/guard.js';
 import { scimJson, scimNoContent, scimOf } from '../middleware/scim.js';
@@ -34,8 +30,6 @@ import { ApiError } from '../shared/errors.js';
 import type { AppEnv } from '../shared/types.js';
 
 const notFound = () => new ScimError(404, undefined, 'User not found');
-/** The most group references one list answer carries, as for Groups' members (scim-groups.ts). */
-const MAX_LISTED_GROUPS = 100_000;
 
 /** The address as every account holds it (docs/security.md "Account linking"); one the service cannot hold is refused. */
 function address(userName: string): string {
@@ -72,10 +66,6 @@ export interface ScimUserRouteDeps {
 /** docs/scim.md "Users": `/api/scim/v2/Users`, one transaction per request. */
 export function scimUserRoutes({ db, authUrl }: ScimUserRouteDeps) {
   const scim = guard(access.scim());
-  const writerOf = (c: Context<AppEnv>): ScimUserWriter => {
-    const { tokenId, createdBy } = scimOf(c);
-    return { tenantId: tenantOf(c), scimTokenId: tokenId, tokenCreatorId: createdBy };
-  };
   const json = async (c: Context<AppEnv>): Promise<unknown> => {
     try {
       return await c.req.json();
@@ -112,14 +102,13 @@ export function scimUserRoutes({ db, authUrl }: ScimUserRouteDeps) {
           filter,
           offset: paging.offset,
           count: paging.count,
-          maxGroups: MAX_LISTED_GROUPS,
         }),
       );
       if (!users)
         throw new ScimError(
           400,
           'tooMany',
-          `These Users are in more than ${MAX_LISTED_GROUPS} groups: ask for fewer (count)`,
+          `These Users are in more than ${MAX_LISTED_MEMBERSHIPS} groups: ask for fewer (count)`,
         );
       const resources = users.map((user) => userResource(authUrl, user));
       return scimJson(c, listResponse(resources, { totalResults: total, paging }));
@@ -131,7 +120,7 @@ export function scimUserRoutes({ db, authUrl }: ScimUserRouteDeps) {
     })
     .post('/api/scim/v2/Users', scim, async (c) => {
       const fields = userFromBody(await json(c));
-      const writer = writerOf(c);
+      const writer = tokenActor(scimOf(c));
       const input = { ...fields, email: address(fields.userName) };
       const create = () =>
         withTenant(db, writer.tenantId, async (trx) => answer(c, trx, await createScimUser(trx, writer, input), 201));
@@ -148,7 +137,7 @@ export function scimUserRoutes({ db, authUrl }: ScimUserRouteDeps) {
     .put('/api/scim/v2/Users/:id', scim, async (c) => {
       const id = idOf(c);
       const fields = userFromBody(await json(c));
-      const writer = writerOf(c);
+      const writer = tokenActor(scimOf(c));
       const changes = { ...fields, email: address(fields.userName) };
       const send = await withTenant(db, writer.tenantId, async (trx) => {
         await updateScimUser(trx, writer, id, changes, ifMatch(c));
@@ -159,7 +148,7 @@ export function scimUserRoutes({ db, authUrl }: ScimUserRouteDeps) {
     .patch('/api/scim/v2/Users/:id', scim, async (c) => {
       const id = idOf(c);
       const body = await json(c);
-      const writer = writerOf(c);
+      const writer = tokenActor(scimOf(c));
       const send = await withTenant(db, writer.tenantId, async (trx) => {
         const current = await getScimUser(trx, writer.tenantId, id);
         if (!current) throw notFound();
@@ -174,7 +163,7 @@ export function scimUserRoutes({ db, authUrl }: ScimUserRouteDeps) {
     })
     .delete('/api/scim/v2/Users/:id', scim, async (c) => {
       const id = idOf(c);
-      const writer = writerOf(c);
+      const writer = tokenActor(scimOf(c));
       await withTenant(db, writer.tenantId, (trx) => deleteScimUser(trx, writer, id, ifMatch(c))).catch(refusal);
       return scimNoContent(c);
     });

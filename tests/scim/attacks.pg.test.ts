@@ -231,23 +231,34 @@ describe('SCIM against a directory that overreaches', () => {
     expect(after.members).toHaveLength(101);
   });
 
-  it('a list of groups holding more than 100,000 members between them is 400 tooMany, not built', async () => {
+  /**
+   * `users` SCIM Users (`<name>-<tag>-<i>@example.test`), each in all of
+   * `groups` groups (`<name> <tag> <i>`), written straight to the tables;
+   * resolves to the tag.
+   */
+  async function everyoneInEveryGroup(name: string, users: number, groups: number): Promise<string> {
     const tag = crypto.randomUUID().slice(0, 8);
-    // 1,000 Users in 101 groups, written straight to the tables: 101,000 members.
     await asOwnerInTenant(t, org.id, async (trx) => {
       await sql`insert into users (email, name, email_verified)
-        select 'bulk-' || ${tag} || '-' || i || '@example.test', 'Bulk ' || i, true from generate_series(1, 1000) i`.execute(
+        select ${name} || '-' || ${tag} || '-' || i || '@example.test', ${name} || ' ' || i, true
+        from generate_series(1, ${users}::int) i`.execute(trx);
+      await sql`insert into scim_users (tenant_id, user_id, active)
+        select ${org.id}::uuid, id, false from users where email like ${`${name}-${tag}-%`}`.execute(trx);
+      await sql`insert into scim_groups (tenant_id, display_name)
+        select ${org.id}::uuid, ${name} || ' ' || ${tag} || ' ' || i from generate_series(1, ${groups}::int) i`.execute(
         trx,
       );
-      await sql`insert into scim_users (tenant_id, user_id, active)
-        select ${org.id}::uuid, id, false from users where email like ${`bulk-${tag}-%`}`.execute(trx);
-      await sql`insert into scim_groups (tenant_id, display_name)
-        select ${org.id}::uuid, 'Bulk ' || ${tag} || ' ' || i from generate_series(1, 101) i`.execute(trx);
       await sql`insert into scim_group_members (tenant_id, group_id, user_id)
         select ${org.id}::uuid, g.id, u.id from scim_groups g, users u
-        where g.display_name like ${`Bulk ${tag} %`} and u.email like ${`bulk-${tag}-%`}`.execute(trx);
+        where g.display_name like ${`${name} ${tag} %`} and u.email like ${`${name}-${tag}-%`}`.execute(trx);
     });
-    const filter = encodeURIComponent(`displayName sw "Bulk ${tag}"`);
+    return tag;
+  }
+
+  it('a list of groups holding more than 100,000 members between them is 400 tooMany, not built', async () => {
+    // 1,000 Users in 101 groups: 101,000 members.
+    const tag = await everyoneInEveryGroup('bulk', 1000, 101);
+    const filter = encodeURIComponent(`displayName sw "bulk ${tag}"`);
     const refused = await expectScim(await scim(`/Groups?filter=${filter}&count=200`), 400, 'tooMany');
     expect(refused.detail).toContain('excludedAttributes=members');
     const without = await expectScim(await scim(`/Groups?filter=${filter}&count=200&excludedAttributes=members`), 200);
@@ -257,21 +268,8 @@ describe('SCIM against a directory that overreaches', () => {
   });
 
   it('a list of Users in more than 100,000 groups between them is 400 tooMany, not built', async () => {
-    const tag = crypto.randomUUID().slice(0, 8);
-    // 100 Users in 1,001 groups, written straight to the tables: 100,100 group references.
-    await asOwnerInTenant(t, org.id, async (trx) => {
-      await sql`insert into users (email, name, email_verified)
-        select 'joiner-' || ${tag} || '-' || i || '@example.test', 'Joiner', true from generate_series(1, 100) i`.execute(
-        trx,
-      );
-      await sql`insert into scim_users (tenant_id, user_id, active)
-        select ${org.id}::uuid, id, false from users where email like ${`joiner-${tag}-%`}`.execute(trx);
-      await sql`insert into scim_groups (tenant_id, display_name)
-        select ${org.id}::uuid, 'Club ' || ${tag} || ' ' || i from generate_series(1, 1001) i`.execute(trx);
-      await sql`insert into scim_group_members (tenant_id, group_id, user_id)
-        select ${org.id}::uuid, g.id, u.id from scim_groups g, users u
-        where g.display_name like ${`Club ${tag} %`} and u.email like ${`joiner-${tag}-%`}`.execute(trx);
-    });
+    // 100 Users in 1,001 groups: 100,100 group references.
+    const tag = await everyoneInEveryGroup('joiner', 100, 1001);
     const filter = encodeURIComponent(`userName sw "joiner-${tag}-"`);
     await expectScim(await scim(`/Users?filter=${filter}&count=200`), 400, 'tooMany');
     const few = await expectScim(await scim(`/Users?filter=${filter}&count=2`), 200);

@@ -29,37 +29,44 @@ export async function membersOf(trx: Transaction<Database>, tenantId: string, gr
 }
 
 /**
- * One page of the organization's groups, oldest first, and how many match
- * in all. With `members`, `groups` is null when the page's groups hold more
- * than `maxMembers` members between them (the answer would be too large to build).
+ * The most group memberships one list answer carries, between its groups'
+ * members or its Users' groups (RFC 7644 section 3.4.2.4 lets the service
+ * refuse what it will not build: `tooMany`). Unbounded, 200 groups of 10,000
+ * members made one answer of two million: memory enough to stop the
+ * process, every organization with it.
  */
-/** How many group memberships the page's groups (`group_id`) or Users (`user_id`) hold: counted before any is read. */
-export async function membershipCount(
+export const MAX_LISTED_MEMBERSHIPS = 100_000;
+
+/**
+ * Whether the page's groups (`group_id`) or Users (`user_id`) hold more than
+ * MAX_LISTED_MEMBERSHIPS memberships between them: counted before any is read.
+ */
+export async function tooManyMemberships(
   trx: Transaction<Database>,
   tenantId: string,
   column: 'group_id' | 'user_id',
   ids: string[],
-): Promise<number> {
+): Promise<boolean> {
+  if (ids.length === 0) return false;
   const { held } = await trx
     .selectFrom('scim_group_members')
     .select((eb) => eb.fn.countAll<string>().as('held'))
     .where('tenant_id', '=', tenantId)
     .where(column, 'in', ids)
     .executeTakeFirstOrThrow();
-  return Number(held);
+  return Number(held) > MAX_LISTED_MEMBERSHIPS;
 }
 
+/**
+ * One page of the organization's groups, oldest first, and how many match
+ * in all. With `members`, `groups` is null when the page's groups hold more
+ * than MAX_LISTED_MEMBERSHIPS members between them (too large to build).
+ */
 export async function listGroups(
   trx: Transaction<Database>,
   tenantId: string,
   // `filter`: over `scim_groups` (groupFilterSql in scim-filter-sql.ts).
-  {
-    filter,
-    offset,
-    limit,
-    members,
-    maxMembers = Number.POSITIVE_INFINITY,
-  }: { filter?: Expression<SqlBool>; offset: number; limit: number; members: boolean; maxMembers?: number },
+  { filter, offset, limit, members }: { filter?: Expression<SqlBool>; offset: number; limit: number; members: boolean },
 ): Promise<{ total: number; groups: ScimGroupRecord[] | null }> {
   const base = trx
     .selectFrom('scim_groups')
@@ -69,20 +76,9 @@ export async function listGroups(
   const rows =
     limit === 0 ? [] : await base.selectAll().orderBy('created_at').orderBy('id').offset(offset).limit(limit).execute();
   if (!members) return { total: Number(total), groups: rows };
-  if (rows.length > 0) {
-    const held = await membershipCount(
-      trx,
-      tenantId,
-      'group_id',
-      rows.map((row) => row.id),
-    );
-    if (held > maxMembers) return { total: Number(total), groups: null };
-  }
-  const byGroup = await membersOf(
-    trx,
-    tenantId,
-    rows.map((row) => row.id),
-  );
+  const ids = rows.map((row) => row.id);
+  if (await tooManyMemberships(trx, tenantId, 'group_id', ids)) return { total: Number(total), groups: null };
+  const byGroup = await membersOf(trx, tenantId, ids);
   return { total: Number(total), groups: rows.map((row) => ({ ...row, members: byGroup.get(row.id) ?? [] })) };
 }
 

@@ -2,7 +2,7 @@ import type { Transaction } from 'kysely';
 import { recordAudit } from '../audit.js';
 import type { Database } from '../database.js';
 import { getGroup, membersOf, type ScimGroupRecord, type ScimGroupRow } from './scim-group-reads.js';
-import { type ScimTokenActor, syncMemberRoles } from './scim-membership.js';
+import { type ScimTokenActor, syncMemberRoles, via } from './scim-membership.js';
 
 /**
  * docs/scim.md "Groups": writing an organization's directory groups and who
@@ -11,9 +11,6 @@ import { type ScimTokenActor, syncMemberRoles } from './scim-membership.js';
  * tenant too. The route checks (a locked row's version, a free name, members
  * that are SCIM Users) and answers in SCIM's terms.
  */
-
-/** Who acts: the organization and its directory's token (audited as `metadata.scimTokenId`, via scim). */
-export type GroupActor = ScimTokenActor;
 
 /** What a request makes of a group: PUT and PATCH both end in all of it (`members`: every member's id). */
 export interface GroupChanges {
@@ -44,7 +41,7 @@ async function setMembers(trx: Transaction<Database>, tenantId: string, groupId:
 }
 
 /** Membership in a group that maps to a role decides roles (docs/scim.md "Roles"); in another, none. */
-async function syncRoles(trx: Transaction<Database>, actor: GroupActor, groupId: string, userIds: string[]) {
+async function syncRoles(trx: Transaction<Database>, actor: ScimTokenActor, groupId: string, userIds: string[]) {
   if (userIds.length === 0 || !(await mapsToRole(trx, actor.tenantId, groupId))) return;
   await syncMemberRoles(trx, { ...actor, userIds });
 }
@@ -61,7 +58,7 @@ function mapsToRole(trx: Transaction<Database>, tenantId: string, groupId: strin
 /** A new group with its members, audited as `scim.group_created`. */
 export async function createGroup(
   trx: Transaction<Database>,
-  actor: GroupActor,
+  actor: ScimTokenActor,
   input: GroupChanges,
 ): Promise<ScimGroupRecord> {
   const row = await trx
@@ -75,7 +72,7 @@ export async function createGroup(
     action: 'scim.group_created',
     actorId: null,
     organizationId: actor.tenantId,
-    metadata: { groupId: row.id, displayName: row.display_name, membersAdded: added, ...via(actor) },
+    metadata: { groupId: row.id, displayName: row.display_name, membersAdded: added, ...via(actor.scimTokenId) },
   });
   return (await getGroup(trx, actor.tenantId, row.id))!;
 }
@@ -87,7 +84,7 @@ export async function createGroup(
  */
 export async function updateGroup(
   trx: Transaction<Database>,
-  actor: GroupActor,
+  actor: ScimTokenActor,
   row: ScimGroupRow,
   changes: GroupChanges,
 ): Promise<ScimGroupRecord> {
@@ -121,14 +118,14 @@ export async function updateGroup(
       fields,
       membersAdded: added,
       membersRemoved: removed,
-      ...via(actor),
+      ...via(actor.scimTokenId),
     },
   });
   return (await getGroup(trx, actor.tenantId, id))!;
 }
 
 /** Deletes a group (its members and role mapping go with it), audited as `scim.group_deleted`. */
-export async function deleteGroup(trx: Transaction<Database>, actor: GroupActor, row: ScimGroupRow) {
+export async function deleteGroup(trx: Transaction<Database>, actor: ScimTokenActor, row: ScimGroupRow) {
   const { id } = row;
   const members = (await membersOf(trx, actor.tenantId, [id])).get(id) ?? [];
   const mapped = await mapsToRole(trx, actor.tenantId, id);
@@ -139,8 +136,6 @@ export async function deleteGroup(trx: Transaction<Database>, actor: GroupActor,
     action: 'scim.group_deleted',
     actorId: null,
     organizationId: actor.tenantId,
-    metadata: { groupId: id, displayName: row.display_name, members: members.length, ...via(actor) },
+    metadata: { groupId: id, displayName: row.display_name, members: members.length, ...via(actor.scimTokenId) },
   });
 }
-
-const via = (actor: GroupActor) => ({ scimTokenId: actor.scimTokenId, via: 'scim' });

@@ -1,5 +1,6 @@
 import type { Transaction } from 'kysely';
 import { ApiError } from '../../shared/errors.js';
+import type { ScimCaller } from '../../shared/types.js';
 import { recordAudit } from '../audit.js';
 import type { Database } from '../database.js';
 import { revokeKeys } from './api-keys.js';
@@ -27,6 +28,11 @@ export interface ScimTokenActor {
   tokenCreatorId: string;
 }
 
+/** The actor a SCIM request's caller (as the door resolved it) is. */
+export function tokenActor({ tenantId, tokenId, createdBy }: ScimCaller): ScimTokenActor {
+  return { tenantId, scimTokenId: tokenId, tokenCreatorId: createdBy };
+}
+
 /**
  * Who changes a member: a directory's token, or a person whose mapping
  * change recomputes roles (PUT /api/scim/group-roles, which checked the
@@ -46,7 +52,8 @@ export type SyncOptions = Acting & {
   mappingChanged?: boolean;
 };
 
-const via = (scimTokenId: string | null) => (scimTokenId ? { scimTokenId, via: 'scim' } : {});
+/** What an audit entry says of how a change came: the token, via scim (nothing for a person's change). */
+export const via = (scimTokenId: string | null) => (scimTokenId ? { scimTokenId, via: 'scim' } : {});
 
 function lastOwner(): ApiError {
   return new ApiError('OWNERSHIP_CONSTRAINT', 'The organization must keep at least one Owner');

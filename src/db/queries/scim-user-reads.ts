@@ -1,6 +1,6 @@
 import type { Expression, SqlBool, Transaction } from 'kysely';
 import type { Database } from '../database.js';
-import { membershipCount } from './scim-group-reads.js';
+import { tooManyMemberships } from './scim-group-reads.js';
 
 /**
  * docs/scim.md "Users": reading the organization's SCIM Users (scim_users
@@ -84,17 +84,12 @@ export async function getScimUser(trx: Trx, tenantId: string, userId: string): P
 /**
  * One page of the list, oldest first, and how many match in all (`count` 0:
  * the total only); `users` null when the page's Users are in more than
- * `maxGroups` groups between them (the answer would be too large to build).
+ * MAX_LISTED_MEMBERSHIPS groups between them (the answer would be too large to build).
  */
 export async function listScimUsers(
   trx: Trx,
   tenantId: string,
-  {
-    filter,
-    offset,
-    count,
-    maxGroups = Number.POSITIVE_INFINITY,
-  }: { filter: Expression<SqlBool>; offset: number; count: number; maxGroups?: number },
+  { filter, offset, count }: { filter: Expression<SqlBool>; offset: number; count: number },
 ): Promise<{ total: number; users: StoredScimUser[] | null }> {
   const { total } = await baseQuery(trx, tenantId)
     .where(filter)
@@ -111,15 +106,7 @@ export async function listScimUsers(
           .offset(offset)
           .limit(count)
           .execute();
-  if (rows.length > 0) {
-    // The page's group memberships, counted before they are read: null past `maxGroups`.
-    const held = await membershipCount(
-      trx,
-      tenantId,
-      'user_id',
-      rows.map((row) => row.user_id),
-    );
-    if (held > maxGroups) return { total: Number(total), users: null };
-  }
+  const ids = rows.map((row) => row.user_id);
+  if (await tooManyMemberships(trx, tenantId, 'user_id', ids)) return { total: Number(total), users: null };
   return { total: Number(total), users: await withGroups(trx, tenantId, rows) };
 }

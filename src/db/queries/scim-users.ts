@@ -16,9 +16,6 @@ import { baseQuery, type StoredScimUser } from './scim-user-reads.js';
 
 type Trx = Transaction<Database>;
 
-/** The organization, the directory token that writes and the token's creator. */
-export type ScimUserWriter = ScimTokenActor;
-
 /** A POST or PUT body as the route has read it: the address canonical, the name settled. */
 export type ScimUserFields = Pick<StoredScimUser, 'email' | 'name' | 'externalId' | 'active'>;
 
@@ -45,7 +42,7 @@ const notFound = () => new ApiError('NOT_FOUND', 'User not found');
  * organization, is `uniqueness`. Two at once: the loser of the unique keys
  * (users' email, the membership) fails with 23505, and the caller retries.
  */
-export async function createScimUser(trx: Trx, writer: ScimUserWriter, fields: ScimUserFields): Promise<string> {
+export async function createScimUser(trx: Trx, writer: ScimTokenActor, fields: ScimUserFields): Promise<string> {
   const { tenantId } = writer;
   const existing = await trx
     .selectFrom('users')
@@ -89,7 +86,7 @@ export async function createScimUser(trx: Trx, writer: ScimUserWriter, fields: S
  */
 export async function updateScimUser(
   trx: Trx,
-  writer: ScimUserWriter,
+  writer: ScimTokenActor,
   userId: string,
   changes: Partial<ScimUserFields>,
   allows: (version: number) => boolean = () => true,
@@ -156,7 +153,7 @@ export async function updateScimUser(
 /** DELETE: the membership removed as by `active: false`, then the resource (and its group memberships). */
 export async function deleteScimUser(
   trx: Trx,
-  writer: ScimUserWriter,
+  writer: ScimTokenActor,
   userId: string,
   allows: (version: number) => boolean = () => true,
 ): Promise<void> {
