@@ -56,7 +56,7 @@ export const ACQUIRE_TIMEOUT_MS = 5_000;
 export const LOCK_TIMEOUT_MS = 5_000;
 export const STATEMENT_TIMEOUT_MS = 15_000;
 /** Distinct statement texts a runtime pool prepares, so as many at most per server connection (prepared-statements.ts). */
-export const MAX_PREPARED_STATEMENTS = 500;
+const MAX_PREPARED_STATEMENTS = 500;
 
 /** Thrown when no connection of the pool comes free within ACQUIRE_TIMEOUT_MS (errors.ts: 503). */
 export class PoolTimeoutError extends Error {
