@@ -275,4 +275,24 @@ describe('SCIM against a directory that overreaches', () => {
     const few = await expectScim(await scim(`/Users?filter=${filter}&count=2`), 200);
     expect(few.Resources.map((u: { groups: unknown[] }) => u.groups.length)).toEqual([1001, 1001]);
   });
+
+  it('mapping groups whose members outnumber the parameters one statement may carry (65,535) is not a 500', async () => {
+    // Seven groups of 10,000 Users each (the most a group holds), written straight to the tables.
+    const names: string[] = [];
+    for (const i of [1, 2, 3, 4, 5, 6, 7])
+      names.push(`crowd${i} ${await everyoneInEveryGroup(`crowd${i}`, 10_000, 1)} 1`);
+    const groups = await asOwnerInTenant(t, org.id, (trx) =>
+      trx.selectFrom('scim_groups').select('id').where('display_name', 'in', names).execute(),
+    );
+    expect(groups).toHaveLength(7);
+    const member = await roleBySlug(t, org.owner, 'member');
+    await expectStatus(
+      await call(t, '/api/scim/group-roles', {
+        method: 'PUT',
+        body: groups.map((group) => ({ groupId: group.id, roleId: member.id })),
+        jar: org.owner.jar,
+      }),
+      200,
+    );
+  });
 });

@@ -49,7 +49,8 @@ export async function groupRoles(trx: Trx, tenantId: string, userIds: string[]):
         .as('permission_count'),
     )
     .where('gm.tenant_id', '=', tenantId)
-    .where('gm.user_id', 'in', userIds)
+    // One array parameter, however many users (syncMemberRoles).
+    .where('gm.user_id', '=', (eb) => eb.fn.any(eb.val(userIds)))
     .execute();
   for (const { user_id, ...row } of roles) {
     const role = { ...row, permission_count: Number(row.permission_count ?? 0) };

@@ -115,7 +115,8 @@ export async function syncMemberRoles(trx: Trx, options: SyncOptions): Promise<v
     .selectFrom('members')
     .select(['id', 'user_id', 'role_id'])
     .where('organization_id', '=', tenantId)
-    .where('user_id', 'in', userIds)
+    // One array parameter: a mapping change reaches more users than a statement may carry parameters (65,535).
+    .where('user_id', '=', (eb) => eb.fn.any(eb.val(userIds)))
     .execute();
   if (members.length === 0) return;
   const mapped = await groupRoles(
